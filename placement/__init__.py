@@ -1,0 +1,1 @@
+"""A standalone implementation of the OpenStack Placement API."""

@@ -1,0 +1,57 @@
+"""``placement-manage``: database administration."""
+
+from __future__ import annotations
+
+import sys
+
+from oslo_config import cfg
+
+from placement import conf as placement_conf
+from placement.db import api as db_api
+from placement.db import migration
+
+
+def _engine(conf: cfg.ConfigOpts):
+    url = conf.placement_database.connection or placement_conf.default_database_url()
+    return db_api.create_engine(url, conf.placement_database)
+
+
+def db_sync(conf: cfg.ConfigOpts) -> int:
+    migration.upgrade(_engine(conf))
+    return 0
+
+
+def db_version(conf: cfg.ConfigOpts) -> int:
+    print(migration.current_revision(_engine(conf)))
+    return 0
+
+
+def db_stamp(conf: cfg.ConfigOpts) -> int:
+    migration.stamp(_engine(conf), conf.command.version)
+    return 0
+
+
+def _add_commands(subparsers) -> None:
+    db = subparsers.add_parser("db", help="Database schema commands.")
+    db_commands = db.add_subparsers(dest="db_command")
+    db_commands.required = True
+    sync = db_commands.add_parser("sync", help="Create or upgrade the schema to the newest.")
+    sync.set_defaults(func=db_sync)
+    version = db_commands.add_parser("version", help="Print the schema revision.")
+    version.set_defaults(func=db_version)
+    stamp = db_commands.add_parser("stamp", help="Record a revision without migrating.")
+    stamp.add_argument("version", help="Revision to record (e.g. head).")
+    stamp.set_defaults(func=db_stamp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    conf = cfg.ConfigOpts()
+    placement_conf.register_opts(conf)
+    conf.register_cli_opt(cfg.SubCommandOpt("command", handler=_add_commands))
+    conf(sys.argv[1:] if argv is None else argv, project="placement",
+         default_config_files=placement_conf.default_config_files())
+    return conf.command.func(conf)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Configuration options and how the service finds its configuration.
+
+Options come from config files and from environment variables of the form
+``OS_<GROUP>__<OPTION>`` (oslo.config reads those by itself).
+"""
+
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+DEFAULT_INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
+
+api_opts = [
+    cfg.StrOpt(
+        "auth_strategy",
+        default="keystone",
+        choices=[
+            ("keystone", "Use keystonemiddleware's auth_token to authenticate."),
+            ("noauth2", "Trust the X-Auth-Token header (testing and local use only)."),
+        ],
+        help="How incoming requests are authenticated.",
+    ),
+]
+
+database_opts = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="SQLAlchemy URL of the placement database. When unset, an embedded "
+        "SQLite file in the user's state directory is used and migrated at start-up.",
+    ),
+    cfg.BoolOpt(
+        "sync_on_startup",
+        default=False,
+        help="Create or upgrade the database schema when the service starts.",
+    ),
+    cfg.IntOpt("max_pool_size", default=5, help="Connections kept open in the pool."),
+    cfg.IntOpt("max_overflow", default=50, help="Connections allowed beyond the pool size."),
+    cfg.IntOpt("pool_timeout", default=30, help="Seconds to wait for a pooled connection."),
+    cfg.IntOpt(
+        "connection_recycle_time",
+        default=3600,
+        help="Seconds after which a pooled connection is replaced.",
+    ),
+    cfg.BoolOpt(
+        "pool_pre_ping",
+        default=True,
+        help="Test pooled connections before use so that a restarted database "
+        "server is survived without errors.",
+    ),
+    cfg.IntOpt(
+        "max_retries",
+        default=10,
+        help="Attempts to connect to the database at start-up (-1 for ever).",
+    ),
+    cfg.IntOpt("retry_interval", default=1, help="Seconds between connection attempts."),
+    cfg.IntOpt(
+        "db_max_retries",
+        default=5,
+        help="Retries of a transaction that failed on a deadlock or a lost connection.",
+    ),
+]
+
+placement_opts = [
+    cfg.StrOpt(
+        "incomplete_consumer_project_id",
+        default=DEFAULT_INCOMPLETE_CONSUMER_ID,
+        help="Project recorded for allocations written below microversion 1.8.",
+    ),
+    cfg.StrOpt(
+        "incomplete_consumer_user_id",
+        default=DEFAULT_INCOMPLETE_CONSUMER_ID,
+        help="User recorded for allocations written below microversion 1.8.",
+    ),
+    cfg.IntOpt(
+        "allocation_conflict_retry_count",
+        default=10,
+        min=0,
+        help="Server-side retries of an allocation write that lost a race on a "
+        "resource provider generation.",
+    ),
+    cfg.BoolOpt(
+        "randomize_allocation_candidates",
+        default=False,
+        help="Return allocation candidates in random order (and sample randomly "
+        "when a limit applies).",
+    ),
+    cfg.IntOpt(
+        "max_allocation_candidates",
+        default=-1,
+        help="Stop generating allocation candidates after this many (-1: no limit).",
+    ),
+    cfg.StrOpt(
+        "allocation_candidates_generation_strategy",
+        default="depth-first",
+        choices=[
+            ("depth-first", "Exhaust one anchor tree before moving to the next."),
+            ("breadth-first", "Take candidates from every anchor tree in turn."),
+        ],
+        help="Order in which candidates are generated across provider trees.",
+    ),
+]
+
+workarounds_opts = [
+    cfg.BoolOpt(
+        "optimize_for_wide_provider_trees",
+        default=False,
+        help="Accepted for compatibility: partial candidates that cannot fit "
+        "are always pruned early here.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(api_opts, group="api")
+    conf.register_opts(database_opts, group="placement_database")
+    conf.register_opts(placement_opts, group="placement")
+    conf.register_opts(workarounds_opts, group="workarounds")
+    logging.register_options(conf)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Entry point for oslo-config-generator."""
+    return [
+        ("api", api_opts),
+        ("placement_database", database_opts),
+        ("placement", placement_opts),
+        ("workarounds", workarounds_opts),
+    ]
+
+
+def default_config_files() -> list[str]:
+    """Config files read when none is named on the command line."""
+    config_dir = os.environ.get("OS_PLACEMENT_CONFIG_DIR")
+    candidates = (
+        [os.path.join(config_dir, "placement.conf")]
+        if config_dir
+        else ["/etc/placement/placement.conf"]
+    )
+    return [path for path in candidates if os.path.exists(path)]
+
+
+def default_database_url() -> str:
+    """The embedded SQLite database used when no connection is configured."""
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    directory = os.path.join(state_home, "placement")
+    os.makedirs(directory, exist_ok=True)
+    return "sqlite:///" + os.path.join(directory, "placement.sqlite")
+
+
+def is_explicitly_set(conf: cfg.ConfigOpts, group: str, option: str) -> bool:
+    """True when an option was given by a config file, the environment or code."""
+    location = conf.get_location(option, group)
+    return location is not None and location.location != cfg.Locations.opt_default
+
+
+def build_conf(args: list[str] | None = None, config_files: list[str] | None = None
+               ) -> cfg.ConfigOpts:
+    """A fresh, loaded ConfigOpts: the service keeps no global configuration."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(
+        args if args is not None else [],
+        project="placement",
+        default_config_files=(
+            config_files if config_files is not None else default_config_files()
+        ),
+    )
+    return conf

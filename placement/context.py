@@ -1,0 +1,29 @@
+"""The request context: who is calling, plus what handlers need to serve them
+(the database, the configuration, the policy enforcer)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oslo_context import context
+
+from placement import exceptions
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
+    from oslo_policy import policy
+
+    from placement.db.api import Database
+
+
+class RequestContext(context.RequestContext):
+    db: Database
+    conf: cfg.ConfigOpts
+    enforcer: policy.Enforcer
+
+    def can(self, rule: str, target: dict | None = None) -> None:
+        """Raise PolicyNotAuthorized unless ``rule`` allows this request."""
+        if target is None:
+            target = {"project_id": self.project_id, "user_id": self.user_id}
+        if not self.enforcer.authorize(rule, target, self, do_raise=False):
+            raise exceptions.PolicyNotAuthorized(rule)

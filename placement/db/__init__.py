@@ -1,0 +1,1 @@
+"""Database: tables, engine and transactions, migrations."""

@@ -1,0 +1,80 @@
+"""Schema migrations (alembic) and the standard data every database holds."""
+
+from __future__ import annotations
+
+import os
+
+import os_resource_classes
+import os_traits
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+
+from placement.db import tables
+
+ALEMBIC_INI = os.path.join(os.path.dirname(__file__), "alembic.ini")
+
+
+def _alembic_config(connection: sa.engine.Connection) -> Config:
+    config = Config(ALEMBIC_INI)
+    config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
+    """Create or upgrade the schema, then make sure the standard data exists."""
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), revision)
+    sync_standard_data(engine)
+
+
+def stamp(engine: sa.engine.Engine, revision: str = "head") -> None:
+    with engine.begin() as connection:
+        command.stamp(_alembic_config(connection), revision)
+
+
+def current_revision(engine: sa.engine.Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(Config(ALEMBIC_INI)).get_current_head()
+
+
+def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict]) -> None:
+    """Insert the rows whose name is not there yet. Several workers may start
+    at once, so a row another process inserted meanwhile is not an error."""
+    with engine.begin() as connection:
+        existing = set(connection.scalars(sa.select(table.c.name)))
+    missing = [row for row in rows if row["name"] not in existing]
+    if not missing:
+        return
+    now = timeutils.utcnow().replace(tzinfo=None)
+    missing = [dict(row, created_at=now) for row in missing]
+    try:
+        with engine.begin() as connection:
+            connection.execute(table.insert(), missing)
+    except (sa.exc.IntegrityError, db_exc.DBDuplicateEntry):
+        for row in missing:
+            try:
+                with engine.begin() as connection:
+                    connection.execute(table.insert(), row)
+            except (sa.exc.IntegrityError, db_exc.DBDuplicateEntry):
+                pass
+
+
+def sync_standard_data(engine: sa.engine.Engine) -> None:
+    """Every standard resource class (id = its index) and standard trait."""
+    _insert_missing(
+        engine,
+        tables.resource_classes,
+        [{"id": index, "name": name} for index, name in enumerate(os_resource_classes.STANDARDS)],
+    )
+    _insert_missing(
+        engine, tables.traits, [{"name": name} for name in sorted(os_traits.get_traits())]
+    )

@@ -1,0 +1,160 @@
+"""The placement schema, as SQLAlchemy Core tables.
+
+The alembic migrations build exactly this; a test compares the two.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+
+def _timestamps() -> list[sa.Column]:
+    return [
+        sa.Column("created_at", sa.DateTime, nullable=True),
+        sa.Column("updated_at", sa.DateTime, nullable=True),
+    ]
+
+
+resource_providers = sa.Table(
+    "resource_providers",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False),
+    sa.Column("name", sa.Unicode(200), nullable=True),
+    sa.Column("generation", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("root_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"),
+              nullable=True),
+    sa.Column("parent_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"),
+              nullable=True),
+    sa.UniqueConstraint("uuid", name="uniq_resource_providers0uuid"),
+    sa.UniqueConstraint("name", name="uniq_resource_providers0name"),
+    sa.Index("resource_providers_root_provider_id_idx", "root_provider_id"),
+    sa.Index("resource_providers_parent_provider_id_idx", "parent_provider_id"),
+)
+
+resource_classes = sa.Table(
+    "resource_classes",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.UniqueConstraint("name", name="uniq_resource_classes0name"),
+)
+
+inventories = sa.Table(
+    "inventories",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    sa.Column("resource_class_id", sa.Integer, nullable=False),
+    sa.Column("total", sa.Integer, nullable=False),
+    sa.Column("reserved", sa.Integer, nullable=False),
+    sa.Column("min_unit", sa.Integer, nullable=False),
+    sa.Column("max_unit", sa.Integer, nullable=False),
+    sa.Column("step_size", sa.Integer, nullable=False),
+    sa.Column("allocation_ratio", sa.Float, nullable=False),
+    sa.UniqueConstraint("resource_provider_id", "resource_class_id",
+                        name="uniq_inventories0resource_provider_resource_class"),
+    sa.Index("inventories_resource_class_id_idx", "resource_class_id"),
+)
+
+allocations = sa.Table(
+    "allocations",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    sa.Column("consumer_id", sa.String(36), nullable=False),
+    sa.Column("resource_class_id", sa.Integer, nullable=False),
+    sa.Column("used", sa.Integer, nullable=False),
+    sa.Index("allocations_resource_provider_class_used_idx",
+             "resource_provider_id", "resource_class_id", "used"),
+    sa.Index("allocations_resource_class_id_idx", "resource_class_id"),
+    sa.Index("allocations_consumer_id_idx", "consumer_id"),
+)
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", sa.String(255), nullable=False),
+    sa.UniqueConstraint("external_id", name="uniq_projects0external_id"),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", sa.String(255), nullable=False),
+    sa.UniqueConstraint("external_id", name="uniq_users0external_id"),
+)
+
+consumer_types = sa.Table(
+    "consumer_types",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.Unicode(255), nullable=False),
+    sa.UniqueConstraint("name", name="uniq_consumer_types0name"),
+)
+
+consumers = sa.Table(
+    "consumers",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False),
+    sa.Column("project_id", sa.Integer, nullable=False),
+    sa.Column("user_id", sa.Integer, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("consumer_type_id", sa.Integer, sa.ForeignKey("consumer_types.id"),
+              nullable=True),
+    sa.UniqueConstraint("uuid", name="uniq_consumers0uuid"),
+    sa.Index("consumers_project_id_uuid_idx", "project_id", "uuid"),
+    sa.Index("consumers_project_id_user_id_uuid_idx", "project_id", "user_id", "uuid"),
+    sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
+)
+
+traits = sa.Table(
+    "traits",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.Unicode(255), nullable=False),
+    sa.UniqueConstraint("name", name="uniq_traits0name"),
+)
+
+resource_provider_traits = sa.Table(
+    "resource_provider_traits",
+    metadata,
+    *_timestamps(),
+    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"), primary_key=True),
+    sa.Column("resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"),
+              primary_key=True),
+    sa.Index("resource_provider_traits_resource_provider_trait_idx",
+             "resource_provider_id", "trait_id"),
+)
+
+placement_aggregates = sa.Table(
+    "placement_aggregates",
+    metadata,
+    *_timestamps(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=True),
+    sa.UniqueConstraint("uuid", name="uniq_placement_aggregates0uuid"),
+)
+
+resource_provider_aggregates = sa.Table(
+    "resource_provider_aggregates",
+    metadata,
+    *_timestamps(),
+    sa.Column("resource_provider_id", sa.Integer, primary_key=True),
+    sa.Column("aggregate_id", sa.Integer, primary_key=True),
+    sa.Index("resource_provider_aggregates_aggregate_id_idx", "aggregate_id"),
+)

@@ -1,0 +1,56 @@
+"""Assembling the WSGI application from a configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from placement import conf as placement_conf
+from placement import microversion, middleware, policies, router
+from placement.db import api as db_api
+from placement.db import migration
+
+LOG = logging.getLogger(__name__)
+
+
+def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
+    """The database named by ``[placement_database] connection``, or the
+    embedded SQLite file; migrated when ``sync_on_startup`` says so or when
+    it is the embedded one."""
+    db_conf = conf.placement_database
+    url = db_conf.connection
+    embedded = not url
+    if embedded:
+        url = placement_conf.default_database_url()
+        LOG.info("No [placement_database] connection configured; using %s", url)
+    engine = db_api.create_engine(url, db_conf)
+    if embedded or db_conf.sync_on_startup:
+        migration.upgrade(engine)
+    else:
+        migration.sync_standard_data(engine)
+    return db_api.Database(engine, max_retries=db_conf.db_max_retries)
+
+
+def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
+    if conf.api.auth_strategy == "noauth2":
+        return middleware.NoAuth(application)
+    from keystonemiddleware import auth_token
+
+    authenticated = auth_token.AuthProtocol(application, {"oslo_config_config": conf})
+    return middleware.KeystoneRootBypass(application, authenticated)
+
+
+def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callable:
+    """The whole service: middleware layers around the dispatcher."""
+    if db is None:
+        db = database_from_conf(conf)
+    services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
+    application: Callable = router.Dispatcher()
+    application = microversion.MicroversionMiddleware(application)
+    application = middleware.FaultWrapper(application)
+    application = middleware.Context(
+        application, require_user=conf.api.auth_strategy == "keystone", services=services)
+    application = _authentication(application, conf)
+    return middleware.RequestId(application)

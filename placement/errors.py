@@ -1,0 +1,82 @@
+"""The one place HTTP errors are built and formatted.
+
+Every error body is ``{"errors": [{status, title, detail, request_id, code}]}``
+(``code`` from microversion 1.23 on), produced by WebOb's exceptions with
+``json_error_formatter``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import webob.exc
+
+from placement import exceptions
+
+DEFAULT = "placement.undefined_code"
+INVENTORY_INUSE = "placement.inventory.inuse"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+DUPLICATE_NAME = "placement.duplicate_name"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
+RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
+QUERY_BAD_VALUE = "placement.query.bad_value"
+QUERY_MISSING_VALUE = "placement.query.missing_value"
+
+# Set by the microversion layer; read here to decide whether ``code`` is shown.
+MICROVERSION_ENVIRON = "placement.microversion"
+REQUEST_ID_ENVIRON = "openstack.request_id"
+CODE_FROM_VERSION = (1, 23)
+
+
+def json_error_formatter(body: str, status: str, title: str, environ: dict,
+                         code: str | None = None, extra: dict | None = None) -> dict:
+    error = {
+        "status": int(status.split(None, 1)[0]),
+        "title": title,
+        "detail": webob.exc.strip_tags(body),
+        "request_id": environ.get(REQUEST_ID_ENVIRON),
+    }
+    version = environ.get(MICROVERSION_ENVIRON)
+    if version is not None and (version.major, version.minor) >= CODE_FROM_VERSION:
+        error["code"] = code or DEFAULT
+    if extra:
+        error.update(extra)
+    return {"errors": [error]}
+
+
+def http_error(exception_class: type[webob.exc.HTTPException], message: str = "",
+               code: str | None = None, extra: dict | None = None,
+               **kwargs) -> webob.exc.HTTPException:
+    """An HTTP error whose body is the placement JSON error document."""
+    return exception_class(
+        message,
+        json_formatter=functools.partial(json_error_formatter, code=code, extra=extra),
+        **kwargs,
+    )
+
+
+def bad_request(message: str, code: str | None = None) -> webob.exc.HTTPException:
+    return http_error(webob.exc.HTTPBadRequest, message, code)
+
+
+def not_found(message: str = "", code: str | None = None) -> webob.exc.HTTPException:
+    return http_error(webob.exc.HTTPNotFound, message, code)
+
+
+def conflict(message: str, code: str | None = None) -> webob.exc.HTTPException:
+    return http_error(webob.exc.HTTPConflict, message, code)
+
+
+def from_domain_error(error: exceptions.PlacementError) -> webob.exc.HTTPException:
+    """The response for a domain error no handler chose to answer itself."""
+    if isinstance(error, exceptions.PolicyNotAuthorized):
+        return http_error(webob.exc.HTTPForbidden, str(error))
+    if isinstance(error, exceptions.NotFound):
+        return not_found(str(error))
+    if isinstance(error, exceptions.ConcurrentUpdate):
+        return conflict(str(error), CONCURRENT_UPDATE)
+    if isinstance(error, exceptions.Conflict):
+        return conflict(str(error))
+    return bad_request(str(error))

@@ -1,0 +1,28 @@
+"""/resource_providers: not built yet (answers 501)."""
+
+from __future__ import annotations
+
+import webob
+import webob.exc
+
+from placement import errors
+
+
+def list_resource_providers(request: webob.Request) -> webob.Response:
+    raise errors.http_error(webob.exc.HTTPNotImplemented)
+
+
+def create_resource_provider(request: webob.Request) -> webob.Response:
+    raise errors.http_error(webob.exc.HTTPNotImplemented)
+
+
+def get_resource_provider(request: webob.Request) -> webob.Response:
+    raise errors.http_error(webob.exc.HTTPNotImplemented)
+
+
+def update_resource_provider(request: webob.Request) -> webob.Response:
+    raise errors.http_error(webob.exc.HTTPNotImplemented)
+
+
+def delete_resource_provider(request: webob.Request) -> webob.Response:
+    raise errors.http_error(webob.exc.HTTPNotImplemented)

@@ -1,0 +1,139 @@
+"""The route table: every endpoint of the API, and the dispatcher that
+finds the handler for a request (404 for unknown paths, 405 with ``Allow``
+for a known path and an undeclared method)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import routes
+import webob
+import webob.dec
+import webob.exc
+
+from placement import errors, exceptions
+from placement.handlers import (
+    aggregate,
+    allocation,
+    allocation_candidate,
+    inventory,
+    reshaper,
+    resource_class,
+    resource_provider,
+    root,
+    trait,
+    usage,
+)
+
+RP = "/resource_providers/{uuid}"
+
+# Path -> {method: handler}; methods are listed in the order of ``Allow``.
+ROUTES: dict[str, dict[str, Callable]] = {
+    "": {"GET": root.home},
+    "/": {"GET": root.home},
+    "/resource_classes": {
+        "GET": resource_class.list_resource_classes,
+        "POST": resource_class.create_resource_class,
+    },
+    "/resource_classes/{name}": {
+        "GET": resource_class.get_resource_class,
+        "PUT": resource_class.update_resource_class,
+        "DELETE": resource_class.delete_resource_class,
+    },
+    "/resource_providers": {
+        "GET": resource_provider.list_resource_providers,
+        "POST": resource_provider.create_resource_provider,
+    },
+    RP: {
+        "GET": resource_provider.get_resource_provider,
+        "DELETE": resource_provider.delete_resource_provider,
+        "PUT": resource_provider.update_resource_provider,
+    },
+    RP + "/inventories": {
+        "GET": inventory.get_inventories,
+        "POST": inventory.create_inventory,
+        "PUT": inventory.set_inventories,
+        "DELETE": inventory.delete_inventories,
+    },
+    RP + "/inventories/{resource_class}": {
+        "GET": inventory.get_inventory,
+        "PUT": inventory.update_inventory,
+        "DELETE": inventory.delete_inventory,
+    },
+    RP + "/usages": {"GET": usage.list_usages},
+    RP + "/aggregates": {
+        "GET": aggregate.get_aggregates,
+        "PUT": aggregate.set_aggregates,
+    },
+    RP + "/allocations": {"GET": allocation.list_for_resource_provider},
+    RP + "/traits": {
+        "GET": trait.list_traits_for_resource_provider,
+        "PUT": trait.update_traits_for_resource_provider,
+        "DELETE": trait.delete_traits_for_resource_provider,
+    },
+    "/allocations": {"POST": allocation.set_allocations},
+    "/allocations/{consumer_uuid}": {
+        "GET": allocation.list_for_consumer,
+        "PUT": allocation.set_allocations_for_consumer,
+        "DELETE": allocation.delete_allocations,
+    },
+    "/allocation_candidates": {"GET": allocation_candidate.list_allocation_candidates},
+    "/traits": {"GET": trait.list_traits},
+    "/traits/{name}": {
+        "GET": trait.get_trait,
+        "PUT": trait.put_trait,
+        "DELETE": trait.delete_trait,
+    },
+    "/usages": {"GET": usage.get_total_usages},
+    "/reshaper": {"POST": reshaper.reshape},
+}
+
+
+def _make_mapper() -> routes.Mapper:
+    mapper = routes.Mapper()
+    for path in ROUTES:
+        mapper.connect(path, template=path, requirements={
+            name: "[^/]+" for name in ("uuid", "name", "resource_class", "consumer_uuid")})
+    return mapper
+
+
+def _check_content_headers(request: webob.Request) -> None:
+    content_length = request.headers.get("Content-Length")
+    if content_length is None:
+        return
+    try:
+        length = int(content_length)
+    except ValueError:
+        raise errors.bad_request("content-length header must be an integer") from None
+    if length > 0 and not request.headers.get("Content-Type"):
+        raise errors.bad_request("content-type header required when content-length > 0")
+
+
+class Dispatcher:
+    """Finds and calls the handler; turns domain errors into responses."""
+
+    def __init__(self) -> None:
+        self.mapper = _make_mapper()
+
+    @webob.dec.wsgify
+    def __call__(self, request: webob.Request):
+        try:
+            _check_content_headers(request)
+            match = self.mapper.match(request.path_info)
+            if match is None:
+                raise errors.not_found()
+            handlers = ROUTES[match.pop("template")]
+            allowed = ", ".join(handlers)
+            request.environ["placement.allowed_methods"] = allowed
+            handler = handlers.get(request.method)
+            if handler is None:
+                raise errors.http_error(
+                    webob.exc.HTTPMethodNotAllowed,
+                    "The method specified is not allowed for this resource.",
+                    headers=[("Allow", allowed)])
+            request.urlvars = match
+            return handler(request)
+        except exceptions.PlacementError as error:
+            return errors.from_domain_error(error)
+        except webob.exc.HTTPException as error:
+            return error

@@ -1,0 +1,20 @@
+"""The WSGI application for uwsgi, mod_wsgi or gunicorn:
+``placement.wsgi:application``. Configuration comes from
+``OS_PLACEMENT_CONFIG_DIR/placement.conf`` (or /etc/placement/placement.conf)
+and ``OS_<GROUP>__<OPTION>`` environment variables."""
+
+from __future__ import annotations
+
+from oslo_log import log as logging
+
+from placement import conf as placement_conf
+from placement import deploy
+
+
+def init_application():
+    conf = placement_conf.build_conf()
+    logging.setup(conf, "placement")
+    return deploy.build_app(conf)
+
+
+application = init_application()

@@ -1,0 +1,132 @@
+"""Helpers every handler uses: body and query parsing, media types and
+building responses."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+
+import jsonschema
+import webob
+import webob.exc
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils, uuidutils
+
+from placement import errors
+from placement.context import RequestContext
+from placement.microversion import version_of
+
+JSON = "application/json"
+CACHE_HEADERS_FROM = (1, 15)
+
+
+def _lenient_uuid(value: object) -> bool:
+    return not isinstance(value, str) or uuidutils.is_uuid_like(value)
+
+
+# JSON bodies accept any uuid-like string (dashless, upper case, urn: ...);
+# query strings use jsonschema's strict default ('-' at the right places).
+BODY_FORMAT_CHECKER = jsonschema.FormatChecker()
+BODY_FORMAT_CHECKER.checks("uuid")(_lenient_uuid)
+QUERY_FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+def context_of(request: webob.Request) -> RequestContext:
+    return request.environ["placement.context"]
+
+
+def require_json_content(request: webob.Request) -> None:
+    """415 unless the request body is declared as JSON."""
+    if request.content_type != JSON:
+        media_type = request.content_type or None
+        raise errors.http_error(
+            webob.exc.HTTPUnsupportedMediaType,
+            f"The media type {media_type} is not supported, use application/json")
+
+
+def check_accept(request: webob.Request) -> None:
+    """406 unless the client accepts JSON (a missing Accept header does)."""
+    if "Accept" in request.headers and not request.accept.acceptable_offers([JSON]):
+        raise errors.http_error(webob.exc.HTTPNotAcceptable,
+                                "Only application/json is provided")
+
+
+def validate(data: object, schema: dict, prefix: str,
+             format_checker: jsonschema.FormatChecker = BODY_FORMAT_CHECKER) -> None:
+    try:
+        jsonschema.validate(data, schema, format_checker=format_checker)
+    except jsonschema.ValidationError as error:
+        raise errors.bad_request(f"{prefix}: {error}") from None
+
+
+def extract_json(request: webob.Request, schema: dict) -> dict:
+    """The request body, parsed and validated against ``schema``."""
+    try:
+        data = jsonutils.loads(request.body)
+    except ValueError as error:
+        raise errors.bad_request(f"Malformed JSON: {error}") from None
+    validate(data, schema, "JSON does not validate")
+    return data
+
+
+def query_params(request: webob.Request, schema: dict) -> dict[str, str]:
+    """The query string as a dict (last value of a repeated key wins),
+    validated against ``schema``."""
+    try:
+        params = dict(request.GET.items())
+    except UnicodeDecodeError as error:
+        raise errors.bad_request(f"Invalid query string parameters: {error}") from None
+    validate(params, schema, "Invalid query string parameters", QUERY_FORMAT_CHECKER)
+    return params
+
+
+def query_values(request: webob.Request, key: str) -> list[str]:
+    """Every value of a possibly repeated query parameter, in order."""
+    return request.GET.getall(key)
+
+
+def url(request: webob.Request, path: str) -> str:
+    """``path`` under the mount point of the application (SCRIPT_NAME)."""
+    return request.script_name + path
+
+
+def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime | None:
+    present = [stamp for stamp in timestamps if stamp is not None]
+    return max(present) if present else None
+
+
+def _with_cache_headers(request: webob.Request, response: webob.Response,
+                        last_modified: datetime.datetime | None) -> None:
+    if version_of(request) >= CACHE_HEADERS_FROM:
+        stamp = last_modified or timeutils.utcnow()
+        response.last_modified = stamp.replace(tzinfo=datetime.timezone.utc)
+        response.cache_control = "no-cache"
+
+
+def json_response(request: webob.Request, body: object, status: int = 200,
+                  cache_headers: bool = False,
+                  last_modified: datetime.datetime | None = None,
+                  location: str | None = None) -> webob.Response:
+    """A JSON response. ``cache_headers`` adds Last-Modified (``last_modified``,
+    or now) and Cache-Control: no-cache from 1.15 on, as the spec lists."""
+    response = webob.Response(status=status, content_type=JSON, charset=None)
+    response.body = jsonutils.dump_as_bytes(body)
+    if cache_headers:
+        _with_cache_headers(request, response, last_modified)
+    if location is not None:
+        response.location = location
+    return response
+
+
+def empty_response(request: webob.Request, status: int = 204,
+                   location: str | None = None, cache_headers: bool = False,
+                   last_modified: datetime.datetime | None = None) -> webob.Response:
+    """A bodiless response: no Content-Type at all."""
+    response = webob.Response(status=status)
+    del response.content_type
+    response.content_length = 0 if status != 204 else None
+    if location is not None:
+        response.location = location
+    if cache_headers:
+        _with_cache_headers(request, response, last_modified)
+    return response
