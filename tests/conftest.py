@@ -1,7 +1,8 @@
 """Runs the suite on every database backend (see tests/db.py).
 
 Tests take a database through the ``database`` fixture (a ``FreshDatabase``,
-parametrized over the backends) or the ``backend`` fixture (the name alone);
+parametrized over the backends) or the ``backend`` fixture (the name alone;
+``server_backend`` for MySQL and PostgreSQL only);
 gabbi tests carry a ``backend`` marker. A backend whose server is down is
 deselected, with the reason in the report header, except under CI
 (``CI=true``), where the run fails at once instead.
@@ -44,12 +45,18 @@ def pytest_report_header(config):
     return lines
 
 
+def _backend_parameters(backends) -> list:
+    return [pytest.param(backend, id=backend, marks=pytest.mark.backend(backend))
+            for backend in backends]
+
+
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", [
-            pytest.param(backend, id=backend, marks=pytest.mark.backend(backend))
-            for backend in db.selected_backends()
-        ])
+        metafunc.parametrize("backend", _backend_parameters(db.selected_backends()))
+    if "server_backend" in metafunc.fixturenames:
+        # Tests of what only a database server does (deadlocks, connections).
+        metafunc.parametrize("server_backend", _backend_parameters(
+            [backend for backend in db.selected_backends() if backend != "sqlite"]))
 
 
 @pytest.fixture
@@ -61,12 +68,12 @@ def database(backend):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not _unavailable:
-        return
+    """Deselect tests of a backend that is down or not selected."""
+    runnable = set(db.selected_backends()) - set(_unavailable)
     kept, deselected = [], []
     for item in items:
         marker = item.get_closest_marker("backend")
-        if marker is not None and marker.args[0] in _unavailable:
+        if marker is not None and marker.args[0] not in runnable:
             deselected.append(item)
         else:
             kept.append(item)

@@ -203,3 +203,30 @@ class FreshDatabase:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self._path + suffix):
                     os.unlink(self._path + suffix)
+
+
+def kill_connections(url: str) -> int:
+    """Kill every server-side connection to the database of ``url``, as a
+    failing or restarting server would; returns how many were killed."""
+    parsed = sa.engine.make_url(url)
+    backend = parsed.get_backend_name()
+    engine = _admin_engine(backend)
+    with engine.connect() as connection:
+        if backend == "mysql":
+            ids = connection.exec_driver_sql(
+                "SELECT id FROM information_schema.processlist "
+                "WHERE db = %s AND id <> CONNECTION_ID()", (parsed.database,)).scalars().all()
+            killed = 0
+            for connection_id in ids:
+                try:
+                    connection.exec_driver_sql(f"KILL {int(connection_id)}")
+                    killed += 1
+                except sa.exc.OperationalError:
+                    pass  # it ended by itself meanwhile
+        else:
+            killed = connection.exec_driver_sql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = %(name)s AND pid <> pg_backend_pid()",
+                {"name": parsed.database}).scalar()
+    engine.dispose()
+    return killed

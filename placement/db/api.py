@@ -16,26 +16,56 @@ from typing import TypeVar
 import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_db import api as oslo_db_api
-from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import exc_filters
 from oslo_log import log as logging
 from sqlalchemy import event, pool
+
+from placement import conf as placement_conf
 
 LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Seconds before the first retry of a transaction that lost a race; later
+# retries wait up to twice as long each time (randomly, for deadlocks, so that
+# the losers do not collide again), at most MAX_RETRY_INTERVAL.
+RETRY_INTERVAL = 0.1
+MAX_RETRY_INTERVAL = 2.0
+
 # How long a SQLite writer waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30000
 
 
-def _sqlite_engine(url: sa.engine.URL) -> sa.engine.Engine:
+# Drivers used for URLs that name only the database (the ones installed
+# with the service).
+DEFAULT_DRIVERS = {"mysql": "mysql+pymysql", "postgresql": "postgresql+psycopg"}
+
+
+def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr | None) -> dict:
+    """SQLAlchemy pool arguments from ``[placement_database]`` (its defaults
+    when no configuration is given)."""
+    if db_conf is None:
+        defaults = cfg.ConfigOpts()
+        defaults.register_opts(placement_conf.database_opts, group="placement_database")
+        db_conf = defaults.placement_database
+    return {
+        "pool_size": db_conf.max_pool_size,
+        "max_overflow": db_conf.max_overflow,
+        "pool_timeout": db_conf.pool_timeout,
+        "pool_recycle": db_conf.connection_recycle_time,
+        "pool_pre_ping": db_conf.pool_pre_ping,
+    }
+
+
+def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     in_memory = url.database in (None, "", ":memory:")
+    if in_memory:
+        # One connection is the whole database.
+        pool_options = {"poolclass": pool.StaticPool}
     engine = sa.create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-        poolclass=pool.StaticPool if in_memory else pool.QueuePool,
-        **({} if in_memory else {"pool_size": 8, "max_overflow": 32}),
+        **pool_options,
     )
 
     @event.listens_for(engine, "connect")
@@ -57,35 +87,50 @@ def _sqlite_engine(url: sa.engine.URL) -> sa.engine.Engine:
     return engine
 
 
+def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
+    # utf8mb4: provider names and other user strings may hold any character.
+    engine = sa.create_engine(url.update_query_dict({"charset": "utf8mb4"}), **pool_options)
+
+    @event.listens_for(engine, "connect")
+    def _strict_mode(dbapi_connection, _record):
+        # Reject out-of-range or truncated values instead of silently storing
+        # something else (as oslo.db does).
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+        cursor.close()
+
+    return engine
+
+
 def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
                   ) -> sa.engine.Engine:
     """An engine for ``url`` with the pool options of ``[placement_database]``."""
     parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(parsed)
+    backend = parsed.get_backend_name()
+    if parsed.drivername in DEFAULT_DRIVERS:
+        parsed = parsed.set(drivername=DEFAULT_DRIVERS[parsed.drivername])
+    pool_options = _pool_options(db_conf)
+    if backend == "sqlite":
+        engine = _sqlite_engine(parsed, pool_options)
+    elif backend == "mysql":
+        engine = _mysql_engine(parsed, pool_options)
     else:
-        options: dict = {}
-        if db_conf is not None:
-            options = {
-                "pool_size": db_conf.max_pool_size,
-                "max_overflow": db_conf.max_overflow,
-                "pool_timeout": db_conf.pool_timeout,
-                "pool_recycle": db_conf.connection_recycle_time,
-                "pool_pre_ping": db_conf.pool_pre_ping,
-            }
-        if parsed.get_backend_name() == "mysql":
-            parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-        engine = sa.create_engine(parsed, **options)
-        if parsed.get_backend_name() == "mysql":
-            @event.listens_for(engine, "connect")
-            def _mysql_mode(dbapi_connection, _record):
-                cursor = dbapi_connection.cursor()
-                cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
-                cursor.close()
+        engine = sa.create_engine(parsed, **pool_options)
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
-    # DBConnectionError...) so the object layer sees one vocabulary.
+    # DBConnectionError...) so the object layer sees one vocabulary; this
+    # also marks lost connections as disconnects, so that the pool drops
+    # them and the retry gets a new one.
     exc_filters.register_engine(engine)
     return engine
+
+
+def is_serialization_failure(error: Exception) -> bool:
+    """PostgreSQL's "could not serialize access" (SQLSTATE 40001), which
+    oslo.db does not translate: it happens under REPEATABLE READ or
+    SERIALIZABLE isolation, which a server may be configured to default to."""
+    original = getattr(error, "orig", None) or getattr(
+        getattr(error, "inner_exception", None), "orig", None)
+    return getattr(original, "sqlstate", None) == "40001"
 
 
 class Database:
@@ -113,13 +158,17 @@ class Database:
                 yield connection
 
     def retry_on_db_error(self, function: Callable[..., T]) -> Callable[..., T]:
-        """Run ``function`` again (in a new transaction) after a deadlock or
-        a lost connection. ``function`` must open its own transaction."""
+        """Run ``function`` again (in a new transaction) after a deadlock, a
+        Galera certification failure (reported as a deadlock), a
+        serialization failure or a lost connection. ``function`` must open
+        its own transaction."""
         return oslo_db_api.wrap_db_retry(
             max_retries=self.max_retries,
+            retry_interval=RETRY_INTERVAL,
+            max_retry_interval=MAX_RETRY_INTERVAL,
             retry_on_deadlock=True,
             retry_on_disconnect=True,
-            exception_checker=lambda exc: isinstance(exc, db_exc.DBConnectionError),
+            exception_checker=is_serialization_failure,
         )(function)
 
     def dispose(self) -> None:
