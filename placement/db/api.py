@@ -89,7 +89,14 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
 
 def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     # utf8mb4: provider names and other user strings may hold any character.
-    engine = sa.create_engine(url.update_query_dict({"charset": "utf8mb4"}), **pool_options)
+    # READ COMMITTED, as on PostgreSQL: under InnoDB's default REPEATABLE READ
+    # the "delete a consumer's allocations, insert the new ones" write takes
+    # gap locks, and concurrent claims for different consumers deadlock on
+    # them all the time. Correctness does not need REPEATABLE READ: every
+    # write is guarded by compare-and-swap updates of provider and consumer
+    # generations, which read the latest committed row in either level.
+    engine = sa.create_engine(url.update_query_dict({"charset": "utf8mb4"}),
+                              isolation_level="READ COMMITTED", **pool_options)
 
     @event.listens_for(engine, "connect")
     def _strict_mode(dbapi_connection, _record):
