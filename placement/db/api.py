@@ -1,8 +1,11 @@
 """Engine creation and transactions.
 
-Every request works inside ``reader()`` or ``writer()`` transactions. Writers
-that lose a race with another writer (deadlock, lost connection) are retried
-by ``retry_on_db_error`` in a new transaction, never inside the old one.
+Every request works inside ``reader()`` or ``writer()`` transactions. Readers
+see one snapshot (REPEATABLE READ on the servers); writers run in READ
+COMMITTED and are guarded by compare-and-swap updates of generations. Writers
+that lose a race with another writer (deadlock, Galera certification failure,
+serialization failure, lost connection) are retried by ``retry_on_db_error``
+in a new transaction, never inside the old one.
 """
 
 from __future__ import annotations
@@ -153,8 +156,14 @@ class Database:
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
-        with self.engine.connect() as connection, connection.begin():
-            yield connection
+        """A read-only transaction that sees one snapshot throughout, so that
+        e.g. a provider generation and its inventories read by separate
+        statements belong together (writers run in READ COMMITTED)."""
+        with self.engine.connect() as connection:
+            if not self.is_sqlite:  # SQLite transactions are serializable anyway
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with connection.begin():
+                yield connection
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.engine.Connection]:

@@ -162,3 +162,24 @@ def test_a_serialization_failure_is_retried():
         assert _generations(database) == [2]
     finally:
         fresh.close()
+
+
+def test_a_reader_sees_one_snapshot_while_writers_commit(server_database):
+    database = server_database.db
+    with database.reader() as connection:
+        before = connection.scalar(sa.select(providers.c.generation).where(providers.c.id == 1))
+        with database.writer() as writer:
+            _bump(writer, 1)
+        after = connection.scalar(sa.select(providers.c.generation).where(providers.c.id == 1))
+    assert before == after == 0
+    assert _generations(database) == [1, 0]
+
+
+def test_a_writer_sees_what_others_committed_meanwhile(server_database):
+    database = server_database.db
+    with database.writer() as connection:
+        before = connection.scalar(sa.select(providers.c.generation).where(providers.c.id == 1))
+        with database.writer() as other:
+            _bump(other, 2)
+        after = connection.scalar(sa.select(providers.c.generation).where(providers.c.id == 2))
+    assert (before, after) == (0, 1)
