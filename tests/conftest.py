@@ -6,10 +6,14 @@ parametrized over the backends) or the ``backend`` fixture (the name alone;
 gabbi tests carry a ``backend`` marker. A backend whose server is down is
 deselected, with the reason in the report header, except under CI
 (``CI=true``), where the run fails at once instead.
+
+The terminal summary shows the time spent per backend and the lines tests
+gave to the ``report`` fixture (e.g. the stress test's claims per second).
 """
 
 from __future__ import annotations
 
+import collections
 import os
 
 import pytest
@@ -17,6 +21,9 @@ import pytest
 from tests import db
 
 _unavailable: dict[str, str] = {}
+_backend_of_test: dict[str, str] = {}
+_seconds_per_backend: collections.Counter = collections.Counter()
+_reported_lines: list[str] = []
 
 
 def _in_ci() -> bool:
@@ -73,20 +80,38 @@ def pytest_collection_modifyitems(config, items):
     kept, deselected = [], []
     for item in items:
         marker = item.get_closest_marker("backend")
-        if marker is not None and marker.args[0] not in runnable:
-            deselected.append(item)
-        else:
+        if marker is None:
             kept.append(item)
+        elif marker.args[0] in runnable:
+            kept.append(item)
+            _backend_of_test[item.nodeid] = marker.args[0]
+        else:
+            deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
 
 
+def pytest_runtest_logreport(report):
+    _seconds_per_backend[_backend_of_test.get(report.nodeid, "no database")] += report.duration
+
+
+@pytest.fixture
+def report():
+    """``report(line)`` shows ``line`` in the terminal summary of the run."""
+    return _reported_lines.append
+
+
 def pytest_terminal_summary(terminalreporter):
+    terminalreporter.section("database backends")
+    for backend, seconds in sorted(_seconds_per_backend.items()):
+        terminalreporter.write_line(f"{backend}: {seconds:.1f} s of tests")
     for backend, reason in _unavailable.items():
         terminalreporter.write_line(
             f"NOTE: tests on database backend {backend} were deselected: {reason}",
             yellow=True)
+    for line in _reported_lines:
+        terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session):

@@ -162,12 +162,12 @@ def servers(server_backend, tmp_path) -> Iterator[tuple[Servers, str]]:
         database.close()
 
 
-def _create_providers(client: Client) -> list[str]:
+def _create_providers(client: Client, count: int = PROVIDERS, name: str = "stress") -> list[str]:
     provider_uuids = []
-    for index in range(PROVIDERS):
+    for index in range(count):
         provider_uuid = str(uuid.uuid4())
         status, body = client.request("POST", "/resource_providers",
-                                      {"name": f"stress-{index}", "uuid": provider_uuid})
+                                      {"name": f"{name}-{index}", "uuid": provider_uuid})
         assert status == 200, body
         status, body = client.request(
             "PUT", f"/resource_providers/{provider_uuid}/inventories",
@@ -209,9 +209,10 @@ class Ledger:
                    if key.startswith(f"{kind} {status}"))
 
 
-def _resources(allocation_request: dict) -> dict:
-    return {provider: allocation["resources"]
-            for provider, allocation in allocation_request["allocations"].items()}
+def _resources(allocations: dict) -> dict:
+    """{provider uuid: {class: amount}} of an ``allocations`` object of the API."""
+    return {provider: dict(allocation["resources"])
+            for provider, allocation in allocations.items()}
 
 
 def _write_body(allocations: dict, generation: int | None) -> dict:
@@ -267,8 +268,7 @@ class Scheduler:
         status, body = self.client.request(
             "PUT", f"/allocations/{consumer_uuid}", _write_body(allocations, None))
         self.ledger.count("claim", status, body)
-        asked = {provider: dict(allocation["resources"])
-                 for provider, allocation in allocations.items()}
+        asked = _resources(allocations)
         with self.ledger.lock:
             if status == 204:
                 self.ledger.claims += 1
@@ -398,8 +398,8 @@ def _stored_allocations(database_url: str) -> dict[str, dict]:
 
 
 def _check_consistency(client: Client, database_url: str, provider_uuids: list[str],
-                       ledger: Ledger) -> dict:
-    """The checks of the module docstring; returns the stored allocations."""
+                       ledger: Ledger) -> str:
+    """The checks of the module docstring; returns a summary of them."""
     stored = _stored_allocations(database_url)
 
     lost_or_phantom = []
@@ -430,17 +430,21 @@ def _check_consistency(client: Client, database_url: str, provider_uuids: list[s
     for consumer_uuid in list(stored)[:20]:
         status, body = client.request("GET", f"/allocations/{consumer_uuid}")
         assert status == 200, body
-        assert _resources(body) == stored[consumer_uuid]
+        assert _resources(body["allocations"]) == stored[consumer_uuid]
 
     assert ledger.over_commits == []
     assert lost_or_phantom == []
     assert half_written == []
     assert unknown == set()
     assert mismatched_usages == []
-    return stored
+    return (f"{len(ledger.over_commits)} over-commits, "
+            f"{len(lost_or_phantom) + len(unknown)} lost or phantom allocations, "
+            f"{len(half_written)} half-written of {len(ledger.uncertain)} unanswered writes, "
+            f"{len(mismatched_usages)} usages not matching the allocations "
+            f"({len(ledger.expected)} consumers, {len(stored)} holding allocations)")
 
 
-def test_racing_claims_never_over_commit_nor_lose_allocations(servers, server_backend):
+def test_racing_claims_never_over_commit_nor_lose_allocations(servers, server_backend, report):
     running, database_url = servers
     admin = running.client(0)
     provider_uuids = _create_providers(admin)
@@ -449,19 +453,21 @@ def test_racing_claims_never_over_commit_nor_lose_allocations(servers, server_ba
     elapsed = _run_schedulers(running, provider_uuids, ledger, ITERATIONS_PER_CLIENT)
 
     assert ledger.unexpected == []
-    _check_consistency(admin, database_url, provider_uuids, ledger)
+    checked = _check_consistency(admin, database_url, provider_uuids, ledger)
     # The providers were small enough for claims to collide and fill them.
     assert ledger.answered("claim", 204) > 0
     assert ledger.answered("claim", 409) > 0
     assert ledger.answered("stale write", 409) > 0
     requests = sum(ledger.statuses.values())
-    print(f"\n[{server_backend}] {SERVER_PROCESSES} server processes, {CLIENTS} clients: "
-          f"{ledger.claims} claims in {elapsed:.1f}s = {ledger.claims / elapsed:.1f} claims/s, "
-          f"{requests / elapsed:.1f} requests/s; answers: {dict(sorted(ledger.statuses.items()))}")
+    report(f"stress [{server_backend}]: {SERVER_PROCESSES} server processes, {CLIENTS} clients: "
+           f"{ledger.claims} claims in {elapsed:.1f}s = {ledger.claims / elapsed:.1f} claims/s, "
+           f"{requests / elapsed:.1f} requests/s; {checked}; "
+           f"answers: {dict(sorted(ledger.statuses.items()))}")
     assert running.all_running()
 
 
-def test_service_recovers_when_database_connections_are_killed(servers, server_backend):
+def test_service_recovers_when_database_connections_are_killed(servers, server_backend,
+                                                                report):
     running, database_url = servers
     admin = running.client(0)
     provider_uuids = _create_providers(admin)
@@ -480,22 +486,21 @@ def test_service_recovers_when_database_connections_are_killed(servers, server_b
     # Only server errors (the killed transactions) were unexpected.
     assert ledger.unexpected == []
     assert running.all_running()
-    # The same processes answer again, reads and writes, on every process.
+    # The same processes answer again, writes and reads, each of them.
     for index in range(SERVER_PROCESSES):
         client = running.client(index)
-        status, body = client.request("GET", f"/resource_providers/{provider_uuids[0]}/usages")
+        provider_uuid = _create_providers(client, count=1, name=f"after-fault-{index}")[0]
+        provider_uuids.append(provider_uuid)
+        status, body = client.request(
+            "GET", f"/allocation_candidates?resources=VCPU:1&in_tree={provider_uuid}")
         assert status == 200, body
-        status, body = client.request("GET", "/allocation_candidates?resources=VCPU:1")
-        assert status == 200, body
-        if body["allocation_requests"]:
-            consumer_uuid = str(uuid.uuid4())
-            allocations = body["allocation_requests"][0]["allocations"]
-            status, body = client.request("PUT", f"/allocations/{consumer_uuid}",
-                                          _write_body(allocations, None))
-            assert status in (204, 409), body
-            ledger.expected[consumer_uuid] = (
-                {provider: dict(allocation["resources"])
-                 for provider, allocation in allocations.items()} if status == 204 else {})
-    _check_consistency(admin, database_url, provider_uuids, ledger)
-    print(f"\n[{server_backend}] killed {killed} connections under load; answers: "
-          f"{dict(sorted(ledger.statuses.items()))}")
+        allocations = body["allocation_requests"][0]["allocations"]
+        consumer_uuid = str(uuid.uuid4())
+        status, body = client.request("PUT", f"/allocations/{consumer_uuid}",
+                                      _write_body(allocations, None))
+        assert status == 204, body
+        ledger.expected[consumer_uuid] = _resources(allocations)
+    checked = _check_consistency(admin, database_url, provider_uuids, ledger)
+    report(f"fault [{server_backend}]: killed {killed} connections under load, then every "
+           f"server process answered and claimed again; {checked}; "
+           f"answers: {dict(sorted(ledger.statuses.items()))}")
