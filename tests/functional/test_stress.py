@@ -1,4 +1,4 @@
-"""Racing schedulers against the real server, on MariaDB and PostgreSQL.
+"""Racing schedulers against the real server, on every backend.
 
 Several ``placement.cmd.api`` processes serve one database. Clients (threads
 here) do what schedulers do: look up allocation candidates and claim one for
@@ -15,7 +15,8 @@ Every answer is recorded, then checked against the database and the API:
   204 is there, a claim answered 409 left nothing, a release left nothing;
 * the allocations add up to the usages the API reports.
 
-The fault test kills the database server's connections while clients claim,
+The racing test runs on SQLite too (the processes share one file). The
+fault test kills the database server's connections while clients claim,
 then checks that the same server processes answer again and that no consumer
 holds part of a claim.
 """
@@ -23,6 +24,7 @@ holds part of a claim.
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import json
 import os
@@ -37,7 +39,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
@@ -151,14 +152,16 @@ class Servers:
                 process.wait()
 
 
-@pytest.fixture
-def servers(server_backend, tmp_path) -> Iterator[tuple[Servers, str]]:
-    database = test_db.FreshDatabase(server_backend)
-    running = Servers(database.url, str(tmp_path))
+@contextlib.contextmanager
+def _servers_on(backend: str, log_dir: str) -> Iterator[tuple[Servers, str]]:
+    database = test_db.FreshDatabase(backend)
     try:
-        yield running, database.url
+        running = Servers(database.url, log_dir)
+        try:
+            yield running, database.url
+        finally:
+            running.stop()
     finally:
-        running.stop()
         database.close()
 
 
@@ -444,8 +447,13 @@ def _check_consistency(client: Client, database_url: str, provider_uuids: list[s
             f"({len(ledger.expected)} consumers, {len(stored)} holding allocations)")
 
 
-def test_racing_claims_never_over_commit_nor_lose_allocations(servers, server_backend, report):
-    running, database_url = servers
+def test_racing_claims_never_over_commit_nor_lose_allocations(backend, tmp_path, report):
+    # On SQLite too: the server processes share one database file.
+    with _servers_on(backend, str(tmp_path)) as (running, database_url):
+        _race(running, database_url, backend, report)
+
+
+def _race(running: Servers, database_url: str, backend: str, report) -> None:
     admin = running.client(0)
     provider_uuids = _create_providers(admin)
     ledger = Ledger()
@@ -459,16 +467,21 @@ def test_racing_claims_never_over_commit_nor_lose_allocations(servers, server_ba
     assert ledger.answered("claim", 409) > 0
     assert ledger.answered("stale write", 409) > 0
     requests = sum(ledger.statuses.values())
-    report(f"stress [{server_backend}]: {SERVER_PROCESSES} server processes, {CLIENTS} clients: "
+    report(f"stress [{backend}]: {SERVER_PROCESSES} server processes, {CLIENTS} clients: "
            f"{ledger.claims} claims in {elapsed:.1f}s = {ledger.claims / elapsed:.1f} claims/s, "
            f"{requests / elapsed:.1f} requests/s; {checked}; "
            f"answers: {dict(sorted(ledger.statuses.items()))}")
     assert running.all_running()
 
 
-def test_service_recovers_when_database_connections_are_killed(servers, server_backend,
+def test_service_recovers_when_database_connections_are_killed(server_backend, tmp_path,
                                                                 report):
-    running, database_url = servers
+    with _servers_on(server_backend, str(tmp_path)) as (running, database_url):
+        _kill_connections_under_load(running, database_url, server_backend, report)
+
+
+def _kill_connections_under_load(running: Servers, database_url: str, server_backend: str,
+                                 report) -> None:
     admin = running.client(0)
     provider_uuids = _create_providers(admin)
     ledger = Ledger()
