@@ -7,7 +7,8 @@ provider again, so that generation checks compare against its current state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 import webob
@@ -62,10 +63,11 @@ def _single(provider: ResourceProvider, inventory: Inventory) -> dict:
     return {"resource_provider_generation": provider.generation, **inventory.fields()}
 
 
-def _collection(provider: ResourceProvider, inventories: dict[str, Inventory]) -> dict:
+def _collection(provider: ResourceProvider, inventories: Iterable[Inventory]) -> dict:
     return {
         "resource_provider_generation": provider.generation,
-        "inventories": {name: inventory.fields() for name, inventory in inventories.items()},
+        "inventories": {inventory.resource_class: inventory.fields()
+                        for inventory in inventories},
     }
 
 
@@ -88,7 +90,7 @@ def _read(request: webob.Request, rule: str) -> tuple[ResourceProvider, dict[str
 def get_inventories(request: webob.Request) -> webob.Response:
     provider, inventories = _read(request, "list")
     return wsgi_util.json_response(
-        request, _collection(provider, inventories), cache_headers=True,
+        request, _collection(provider, inventories.values()), cache_headers=True,
         last_modified=wsgi_util.newest(inv.last_modified() for inv in inventories.values()))
 
 
@@ -156,19 +158,29 @@ def update_inventory(request: webob.Request) -> webob.Response:
     return wsgi_util.json_response(request, _single(provider, inventory), cache_headers=True)
 
 
+def _records(inventories: dict[str, dict]) -> list[Inventory]:
+    """The inventories of a PUT-all body. Records under keys that are no
+    class name escaped the schema (it only checks keys matching the class
+    name pattern); they are refused as the unknown classes they are."""
+    for name in inventories:
+        if not re.match(schema.RC_PATTERN, name):
+            raise ResourceClassNotFound(name)
+    return [Inventory.from_fields(name, fields) for name, fields in inventories.items()]
+
+
 def set_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "update")
     uuid = _lookup_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORIES)
-    inventories = {name: Inventory.from_fields(name, fields)
-                   for name, fields in data["inventories"].items()}
+    inventories: list[Inventory] = []
 
     def replace(connection: sa.engine.Connection, provider: ResourceProvider) -> None:
         _check_generation(provider, data)
-        inventory_obj.check_capacity(provider.uuid, inventories.values(),
+        inventories[:] = _records(data["inventories"])
+        inventory_obj.check_capacity(provider.uuid, inventories,
                                      _reserved_may_equal_total(request))
-        inventory_obj.replace_inventories(connection, provider, inventories.values())
+        inventory_obj.replace_inventories(connection, provider, inventories)
 
     try:
         provider = _write(request, replace)
@@ -183,8 +195,9 @@ def set_inventories(request: webob.Request) -> webob.Response:
         raise errors.conflict(f"update conflict: {error}", errors.INVENTORY_INUSE) from None
     except exceptions.ConcurrentUpdate as error:
         raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
-    return wsgi_util.json_response(request, _collection(provider, inventories),
-                                   cache_headers=True)
+    return wsgi_util.json_response(
+        request, _collection(provider, inventories),
+        cache_headers=True)
 
 
 @microversion.requires("1.5", status=webob.exc.HTTPMethodNotAllowed)
