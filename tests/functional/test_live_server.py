@@ -223,3 +223,21 @@ def test_bodiless_put_needing_json_is_415(connection):
                               body=None, **ADMIN)
     assert response.status == 415
     assert "The media type None is not supported, use application/json" in body.decode()
+
+
+def test_unread_body_of_an_error_does_not_break_keep_alive(connection):
+    """415, 401 and 404 answer without reading the body; the next request
+    on the same connection must still be understood."""
+    version = {"OpenStack-API-Version": "placement 1.2"}
+    refused, _ = _request(connection, "POST", "/resource_classes", body=b'{"name": "x"}',
+                          Content_Type="text/plain", **version, **ADMIN)
+    assert refused.status == 415
+    unauthorized, _ = _request(connection, "POST", "/resource_classes", body=b'{"a": 1}',
+                               Content_Type="application/json", **version)
+    assert unauthorized.status == 401
+    missing, _ = _request(connection, "POST", "/nowhere", body=b'{"a": 1}',
+                          Content_Type="application/json", **ADMIN)
+    assert missing.status == 404
+    response, body = _request(connection, "GET", "/")
+    assert response.status == 200
+    assert json.loads(body)["versions"][0]["id"] == "v1.0"
