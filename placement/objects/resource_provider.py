@@ -143,11 +143,10 @@ def _check_unique(connection: sa.engine.Connection, name: str,
         raise DuplicateProvider(f"Conflicting resource provider name: {name} already exists.")
 
 
-def create(connection: sa.engine.Connection, name: str, uuid: str | None = None,
+def create(connection: sa.engine.Connection, name: str, uuid: str,
            parent_uuid: str | None = None) -> ResourceProvider:
-    """A new provider (generation 0), a root unless ``parent_uuid`` is given.
-    ``uuid`` is normalised; a random one is made when it is None."""
-    uuid = normalize_uuid(uuid) if uuid is not None else str(uuid_lib.uuid4())
+    """A new provider (generation 0), a root unless ``parent_uuid`` is given."""
+    uuid = normalize_uuid(uuid)
     if not name:
         raise ProviderActionError("create", "name is required")
     parent = None
