@@ -5,14 +5,13 @@ from __future__ import annotations
 import webob
 
 from placement import errors, microversion, wsgi_util
+from placement.db import api as db_api
 from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import aggregate as schema
 
 AGGREGATES_FROM = "1.1"
 GENERATION_FROM = (1, 19)
-GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
-                      "the generation and try again.")
 
 
 def _response(request: webob.Request, aggregate_uuids: list[str],
@@ -52,13 +51,10 @@ def set_aggregates(request: webob.Request) -> webob.Response:
     with context.db.reader() as conn:
         rp_obj.get_by_uuid(conn, uuid)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
-    with_generation = version >= GENERATION_FROM
-    aggregate_uuids = data["aggregates"] if with_generation else data
-    with context.db.writer() as conn:
-        provider = rp_obj.get_by_uuid(conn, uuid)
-        if with_generation:
-            if data["resource_provider_generation"] != provider.generation:
-                raise errors.conflict(GENERATION_CHANGED, errors.CONCURRENT_UPDATE)
-            rp_obj.increment_generation(conn, provider)
-        aggregate_obj.replace(conn, provider, aggregate_uuids)
+    if version >= GENERATION_FROM:
+        aggregate_uuids, generation = data["aggregates"], data["resource_provider_generation"]
+    else:
+        aggregate_uuids, generation = data, None
+    provider = db_api.write(context.db, aggregate_obj.set_for_provider, uuid,
+                            aggregate_uuids, generation)
     return _response(request, aggregate_uuids, provider)

@@ -7,6 +7,7 @@ import webob
 from oslo_utils import uuidutils
 
 from placement import errors, exceptions, microversion, query, wsgi_util
+from placement.db import api as db_api
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
@@ -63,8 +64,8 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
     name = data["name"]
     uuid = rp_obj.normalize_uuid(data["uuid"]) if "uuid" in data else uuidutils.generate_uuid()
     try:
-        with context.db.writer() as conn:
-            provider = rp_obj.create(conn, name, uuid, data.get("parent_provider_uuid"))
+        provider = db_api.write(context.db, rp_obj.create, name, uuid,
+                                data.get("parent_provider_uuid"))
     except rp_obj.DuplicateProvider as error:
         raise errors.conflict(str(error), errors.DUPLICATE_NAME) from None
     except rp_obj.ProviderActionError as error:
@@ -94,11 +95,10 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
         rp_obj.get_by_uuid(conn, uuid)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     try:
-        with context.db.writer() as conn:
-            provider = rp_obj.update(
-                conn, rp_obj.get_by_uuid(conn, uuid), data["name"],
-                data.get("parent_provider_uuid", rp_obj.UNCHANGED),
-                allow_reparenting=version >= REPARENTING_FROM)
+        provider = db_api.write(
+            context.db, rp_obj.update, uuid, data["name"],
+            data.get("parent_provider_uuid", rp_obj.UNCHANGED),
+            allow_reparenting=version >= REPARENTING_FROM)
     except rp_obj.DuplicateProvider:
         raise errors.conflict(
             f"Conflicting resource provider {data['name']} already exists.",
@@ -112,8 +112,7 @@ def delete_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:delete")
     try:
-        with context.db.writer() as conn:
-            rp_obj.delete(conn, request.urlvars["uuid"])
+        db_api.write(context.db, rp_obj.delete, request.urlvars["uuid"])
     except rp_obj.ProviderHasChildren as error:
         raise errors.conflict(str(error), errors.PROVIDER_CANNOT_DELETE_PARENT) from None
     except rp_obj.ProviderInUse as error:

@@ -8,6 +8,7 @@ import re
 import webob
 
 from placement import errors, exceptions, microversion, wsgi_util
+from placement.db import api as db_api
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
@@ -17,8 +18,6 @@ _CUSTOM_TRAIT = re.compile(schema.CUSTOM_TRAIT["pattern"])
 INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than 255 '
                  'characters, start with the prefix "CUSTOM_" and use following '
                  'characters: "A"-"Z", "0"-"9" and "_"')
-GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
-                      "the generation and try again.")
 
 
 def _newest(traits: list[trait_obj.Trait]):
@@ -78,8 +77,7 @@ def put_trait(request: webob.Request) -> webob.Response:
     name = request.urlvars["name"]
     if len(name) > schema.CUSTOM_TRAIT["maxLength"] or not _CUSTOM_TRAIT.fullmatch(name):
         raise errors.bad_request(INVALID_TRAIT)
-    with context.db.writer() as conn:
-        trait, created = trait_obj.ensure(conn, name)
+    trait, created = db_api.write(context.db, trait_obj.ensure, name)
     return wsgi_util.empty_response(
         request, status=201 if created else 204,
         location=wsgi_util.url(request, f"/traits/{name}"),
@@ -90,8 +88,7 @@ def put_trait(request: webob.Request) -> webob.Response:
 def delete_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:delete")
-    with context.db.writer() as conn:
-        trait_obj.delete(conn, request.urlvars["name"])
+    db_api.write(context.db, trait_obj.delete, request.urlvars["name"])
     return wsgi_util.empty_response(request)
 
 
@@ -124,11 +121,9 @@ def update_traits_for_resource_provider(request: webob.Request) -> webob.Respons
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:update")
     data = wsgi_util.extract_json(request, schema.SET_PROVIDER_TRAITS_SCHEMA)
-    with context.db.writer() as conn:
-        provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
-        if data["resource_provider_generation"] != provider.generation:
-            raise errors.conflict(GENERATION_CHANGED, errors.CONCURRENT_UPDATE)
-        traits = trait_obj.replace_for_provider(conn, provider, data["traits"])
+    provider, traits = db_api.write(
+        context.db, trait_obj.set_for_provider, request.urlvars["uuid"], data["traits"],
+        data["resource_provider_generation"])
     return _provider_traits_response(request, traits, provider)
 
 
@@ -136,7 +131,5 @@ def update_traits_for_resource_provider(request: webob.Request) -> webob.Respons
 def delete_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:delete")
-    with context.db.writer() as conn:
-        provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
-        trait_obj.delete_for_provider(conn, provider)
+    db_api.write(context.db, trait_obj.delete_all_for_provider, request.urlvars["uuid"])
     return wsgi_util.empty_response(request)

@@ -8,6 +8,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from placement.db import tables
+from placement.objects import resource_provider as rp_obj
 from placement.objects.resource_provider import ResourceProvider
 
 _agg = tables.placement_aggregates
@@ -59,3 +60,16 @@ def replace(connection: sa.engine.Connection, provider: ResourceProvider,
                  for aggregate_id in dict.fromkeys(wanted.values()) if aggregate_id not in current]
     if new_links:
         connection.execute(sa.insert(_rp_agg), new_links)
+
+
+def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
+                     uuids: list[str], generation: int | None = None) -> ResourceProvider:
+    """Replace the aggregates of provider ``provider_uuid``. With a
+    ``generation`` (1.19+) it must be the current one and the provider
+    generation goes up, changed set or not; without, it is left alone."""
+    provider = rp_obj.get_by_uuid(connection, provider_uuid)
+    if generation is not None:
+        rp_obj.check_generation(provider, generation)
+        rp_obj.increment_generation(connection, provider)
+    replace(connection, provider, uuids)
+    return provider

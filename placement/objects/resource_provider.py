@@ -123,6 +123,16 @@ def increment_generation(connection: sa.engine.Connection, provider: ResourcePro
     return provider.generation
 
 
+GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
+                      "the generation and try again.")
+
+
+def check_generation(provider: ResourceProvider, generation: int) -> None:
+    """ConcurrentUpdate unless the client saw the provider's current generation."""
+    if generation != provider.generation:
+        raise exceptions.ConcurrentUpdate(GENERATION_CHANGED)
+
+
 def normalize_uuid(value: str) -> str:
     """Lower-case dashed form of any uuid-like string (dashless, upper
     case, ``urn:uuid:`` ...)."""
@@ -231,12 +241,13 @@ def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvid
 UNCHANGED = object()
 
 
-def update(connection: sa.engine.Connection, provider: ResourceProvider, name: str,
+def update(connection: sa.engine.Connection, uuid: str, name: str,
            parent_uuid: str | None | object = UNCHANGED,
            allow_reparenting: bool = False) -> ResourceProvider:
-    """Rename the provider and, when ``parent_uuid`` is passed, move it in
-    the trees (None: make it a root). Moving a provider that has a parent
+    """Rename provider ``uuid`` and, when ``parent_uuid`` is passed, move it
+    in the trees (None: make it a root). Moving a provider that has a parent
     needs ``allow_reparenting``. The generation does not change."""
+    provider = get_by_uuid(connection, uuid)
     if parent_uuid is not UNCHANGED:
         parent = _check_new_parent(connection, provider, parent_uuid, allow_reparenting)
         if (parent.id if parent else None) != provider.parent_provider_id:

@@ -14,7 +14,8 @@ from oslo_utils import timeutils
 
 from placement import exceptions
 from placement.db import tables
-from placement.objects.resource_provider import ResourceProvider, increment_generation
+from placement.objects import resource_provider as rp_obj
+from placement.objects.resource_provider import ResourceProvider
 
 _trait = tables.traits
 _rp_trait = tables.resource_provider_traits
@@ -122,7 +123,7 @@ def replace_for_provider(connection: sa.engine.Connection, provider: ResourcePro
     wanted_ids = {trait.id for trait in wanted}
     current_ids = {trait.id for trait in of_provider(connection, provider)}
     if wanted_ids != current_ids:
-        increment_generation(connection, provider)
+        rp_obj.increment_generation(connection, provider)
         stale = current_ids - wanted_ids
         if stale:
             connection.execute(sa.delete(_rp_trait).where(
@@ -139,6 +140,20 @@ def replace_for_provider(connection: sa.engine.Connection, provider: ResourcePro
 def delete_for_provider(connection: sa.engine.Connection, provider: ResourceProvider) -> None:
     """Remove all the provider's traits; the generation goes up if it had any."""
     if of_provider(connection, provider):
-        increment_generation(connection, provider)
+        rp_obj.increment_generation(connection, provider)
         connection.execute(sa.delete(_rp_trait).where(
             _rp_trait.c.resource_provider_id == provider.id))
+
+
+def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
+                     names: Iterable[str], generation: int
+                     ) -> tuple[ResourceProvider, list[Trait]]:
+    """Replace the traits of provider ``provider_uuid``, whose generation
+    the client says is ``generation``; the provider and its new traits."""
+    provider = rp_obj.get_by_uuid(connection, provider_uuid)
+    rp_obj.check_generation(provider, generation)
+    return provider, replace_for_provider(connection, provider, names)
+
+
+def delete_all_for_provider(connection: sa.engine.Connection, provider_uuid: str) -> None:
+    delete_for_provider(connection, rp_obj.get_by_uuid(connection, provider_uuid))
