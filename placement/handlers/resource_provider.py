@@ -78,6 +78,7 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
 
 
 def get_resource_provider(request: webob.Request) -> webob.Response:
+    wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:show")
     with context.db.reader() as conn:
@@ -159,6 +160,7 @@ def _resolve_names(conn, filters: rp_obj.ProviderFilters, resources: dict[str, i
 
 
 def list_resource_providers(request: webob.Request) -> webob.Response:
+    wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:list")
     filters, resources, traits = _parse_filters(request)

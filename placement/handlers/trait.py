@@ -48,6 +48,7 @@ def _associated_filter(value: str) -> bool:
 
 @microversion.requires(TRAITS_FROM)
 def list_traits(request: webob.Request) -> webob.Response:
+    wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:traits:list")
     params = wsgi_util.query_params(request, schema.LIST_QUERY_SCHEMA)
@@ -102,6 +103,7 @@ def _provider_traits_response(request: webob.Request, traits: list[trait_obj.Tra
 
 @microversion.requires(TRAITS_FROM)
 def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
+    wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:list")
     uuid = request.urlvars["uuid"]
