@@ -10,12 +10,11 @@ and traits are checked for existence by the caller afterwards.
 
 from __future__ import annotations
 
-import dataclasses
-
 from oslo_utils import uuidutils
 
 from placement import errors
 from placement.microversion import Version
+from placement.objects.filters import AggregateFilter, TraitFilter
 
 FORBIDDEN_TRAITS_FROM = (1, 22)
 ANY_OF_TRAITS_FROM = (1, 39)
@@ -30,50 +29,10 @@ _RESOURCES_FORM = (
 )
 _INVALID = "Invalid query string parameters: "
 
-
-@dataclasses.dataclass
-class TraitFilter:
-    """Traits a provider must have and must not have.
-
-    ``required`` is an AND of OR-sets: for each set the provider has at least
-    one of its traits (a plain ``required=A,B`` gives ``[{A}, {B}]``).
-    """
-
-    required: list[set[str]] = dataclasses.field(default_factory=list)
-    forbidden: set[str] = dataclasses.field(default_factory=set)
-
-    def __bool__(self) -> bool:
-        return bool(self.required or self.forbidden)
-
-    def names(self) -> set[str]:
-        """Every trait named, required or forbidden."""
-        return set().union(*self.required, self.forbidden)
-
-    def satisfied_by(self, traits: set[str] | frozenset[str]) -> bool:
-        """True when a provider with ``traits`` passes this filter."""
-        return (all(not any_of.isdisjoint(traits) for any_of in self.required)
-                and self.forbidden.isdisjoint(traits))
-
-
-@dataclasses.dataclass
-class AggregateFilter:
-    """Aggregates a provider must and must not be associated with.
-
-    ``required`` is an AND of OR-sets of aggregate uuids (one set per
-    positive ``member_of`` occurrence); ``forbidden`` unions every
-    ``!``-occurrence.
-    """
-
-    required: list[set[str]] = dataclasses.field(default_factory=list)
-    forbidden: set[str] = dataclasses.field(default_factory=set)
-
-    def __bool__(self) -> bool:
-        return bool(self.required or self.forbidden)
-
-    def satisfied_by(self, aggregates: set[str] | frozenset[str]) -> bool:
-        """True when a provider associated with ``aggregates`` passes."""
-        return (all(not any_of.isdisjoint(aggregates) for any_of in self.required)
-                and self.forbidden.isdisjoint(aggregates))
+__all__ = [
+    "AggregateFilter", "TraitFilter", "parse_in_tree", "parse_member_of", "parse_required",
+    "parse_resources", "parse_root_required",
+]
 
 
 def parse_resources(value: str) -> dict[str, int]:
