@@ -282,7 +282,8 @@ def delete(connection: sa.engine.Connection, uuid: str) -> None:
             f"Unable to delete resource provider {uuid}: Resource provider has allocations.")
     for table in (_inv, _rp_trait, _rp_agg):
         connection.execute(sa.delete(table).where(table.c.resource_provider_id == provider.id))
-    # A root points to itself; clear that before the row can go.
+    # A root refers to itself: drop that reference first so that no
+    # backend's foreign-key check can object to the delete.
     connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
                        .values(root_provider_id=None))
     connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id))
