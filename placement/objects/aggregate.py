@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
+from placement import exceptions
 from placement.db import tables
 from placement.objects import resource_provider as rp_obj
 from placement.objects.resource_provider import ResourceProvider
@@ -70,6 +71,9 @@ def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
     provider = rp_obj.get_by_uuid(connection, provider_uuid)
     if generation is not None:
         rp_obj.check_generation(provider, generation)
-        rp_obj.increment_generation(connection, provider)
+        try:
+            rp_obj.increment_generation(connection, provider)
+        except exceptions.ConcurrentUpdate as error:
+            raise exceptions.ConcurrentUpdate(f"Update conflict: {error}") from None
     replace(connection, provider, uuids)
     return provider

@@ -200,3 +200,15 @@ def test_list_filters_combine(db):
         assert names(required_traits=[{sse}], forbidden_aggregates={aggregate}) == []
         assert names(in_tree=plain.uuid) == ["plain"]
         assert names(in_tree=new_uuid()) == []
+
+
+def test_aggregate_write_losing_the_generation_race(db, monkeypatch):
+    provider = make(db, "cn")
+
+    def lose_the_race(connection, provider):
+        raise exceptions.ConcurrentUpdate("generation moved")
+
+    monkeypatch.setattr(rp_obj, "increment_generation", lose_the_race)
+    with db.writer() as conn, pytest.raises(exceptions.ConcurrentUpdate,
+                                            match="^Update conflict: generation moved"):
+        aggregate_obj.set_for_provider(conn, provider.uuid, [new_uuid()], generation=0)
