@@ -212,3 +212,10 @@ def test_aggregate_write_losing_the_generation_race(db, monkeypatch):
     with db.writer() as conn, pytest.raises(exceptions.ConcurrentUpdate,
                                             match="^Update conflict: generation moved"):
         aggregate_obj.set_for_provider(conn, provider.uuid, [new_uuid()], generation=0)
+
+
+def test_parent_uuid_in_any_uuid_form(db):
+    root = make(db, "root")
+    with db.writer() as conn:
+        child = rp_obj.create(conn, "child", new_uuid(), root.uuid.replace("-", "").upper())
+    assert child.parent_provider_uuid == root.uuid
