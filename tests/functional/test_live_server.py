@@ -241,3 +241,35 @@ def test_unread_body_of_an_error_does_not_break_keep_alive(connection):
     response, body = _request(connection, "GET", "/")
     assert response.status == 200
     assert json.loads(body)["versions"][0]["id"] == "v1.0"
+
+
+def test_provider_and_inventory_round_trip(connection, port):
+    """201 without body (provider below 1.20), 201 with a JSON body
+    (inventory), 200 and 204 on one keep-alive connection."""
+    json_headers = {"Content-Type": "application/json", **ADMIN}
+    created, body = _request(connection, "POST", "/resource_providers",
+                             body=b'{"name": "live", "uuid": "'
+                                  b'0b1e7b9e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}',
+                             **json_headers)
+    assert created.status == 201
+    assert body == b""
+    assert created.getheader("Content-Type") is None
+    provider = "/resource_providers/0b1e7b9e-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert created.getheader("Location") == f"http://127.0.0.1:{port}{provider}"
+
+    added, body = _request(connection, "POST", provider + "/inventories",
+                           body=b'{"resource_class": "VCPU", "total": 8}', **json_headers)
+    assert added.status == 201
+    assert added.getheader("Content-Type") == "application/json"
+    assert int(added.getheader("Content-Length")) == len(body)
+    assert json.loads(body)["resource_provider_generation"] == 1
+    assert added.getheader("Location") == f"http://127.0.0.1:{port}{provider}/inventories/VCPU"
+
+    deleted, body = _request(connection, "DELETE", provider + "/inventories/VCPU", **ADMIN)
+    assert deleted.status == 204
+    assert body == b""
+    assert deleted.getheader("Content-Type") is None
+
+    listed, body = _request(connection, "GET", provider + "/inventories", **ADMIN)
+    assert listed.status == 200
+    assert json.loads(body) == {"resource_provider_generation": 2, "inventories": {}}
