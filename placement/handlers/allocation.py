@@ -75,7 +75,7 @@ def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:
             for entry in allocations}
 
 
-def _consumer_request(request: webob.Request, consumer_uuid: str, data: dict
+def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
                       ) -> allocation_obj.ConsumerAllocations:
     """One consumer's entry of a PUT or POST body (dict form), as a write
     request: the owner (the configured "incomplete" one below 1.8), the type
@@ -125,7 +125,7 @@ def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     if version < DICT_FORM_FROM:
         data["allocations"] = _list_form_to_dict_form(data["allocations"])
-    return _write(request, [_consumer_request(request, consumer_uuid, data)],
+    return _write(request, [consumer_request(request, consumer_uuid, data)],
                   lambda error: f"Unable to allocate inventory for consumer "
                                 f"{consumer_uuid}: {error}")
 
@@ -136,7 +136,7 @@ def set_allocations(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocations:manage")
     data = wsgi_util.extract_json(request, schema.post_schema(microversion.version_of(request)))
-    requests = [_consumer_request(request, consumer_uuid, consumer_data)
+    requests = [consumer_request(request, consumer_uuid, consumer_data)
                 for consumer_uuid, consumer_data in data.items()]
     return _write(request, requests,
                   lambda error: f"Unable to allocate inventory {error}")
