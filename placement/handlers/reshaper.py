@@ -8,6 +8,7 @@ import webob
 from placement import errors, microversion, wsgi_util
 from placement.handlers import allocation as allocation_handler
 from placement.objects import allocation as allocation_obj
+from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
 from placement.schemas import reshaper as schema
 
@@ -20,8 +21,10 @@ def reshape(request: webob.Request) -> webob.Response:
     data = wsgi_util.extract_json(request, schema.reshape_schema(
         microversion.version_of(request)))
     inventories = [
-        reshaper_obj.ProviderInventories(provider_uuid, wanted["resource_provider_generation"],
-                                         wanted["inventories"])
+        reshaper_obj.ProviderInventories(
+            provider_uuid, wanted["resource_provider_generation"],
+            [inventory_obj.Inventory.from_fields(class_name, fields)
+             for class_name, fields in wanted["inventories"].items()])
         for provider_uuid, wanted in data["inventories"].items()
     ]
     allocations = [allocation_handler.consumer_request(request, consumer_uuid, consumer_data)
@@ -32,7 +35,7 @@ def reshape(request: webob.Request) -> webob.Response:
         raise errors.bad_request(str(error), errors.RESOURCE_PROVIDER_NOT_FOUND) from None
     except allocation_obj.UnknownResourceClass as error:
         raise errors.bad_request(f"malformed reshaper data: {error}") from None
-    except reshaper_obj.InventoryInUse as error:
+    except inventory_obj.InventoryInUse as error:
         raise errors.conflict(f"update conflict: {error}", errors.INVENTORY_INUSE) from None
     except allocation_obj.AllocationRefused as error:
         raise errors.conflict(f"Unable to allocate inventory: {error}") from None

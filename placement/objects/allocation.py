@@ -26,6 +26,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
+from placement.objects import usage as usage_obj
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class ProviderGenerationRace(ConcurrentWrite):
                          "data. Please retry your update")
 
 
-# -- Usage and capacity (the one place they are read) ------------------------
+# -- Capacity (the one place allocation writes read it) ----------------------
 
 @dataclasses.dataclass
 class InventoryUsage:
@@ -85,23 +86,6 @@ class InventoryUsage:
         return (self.total - self.reserved) * self.allocation_ratio
 
 
-def usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
-           class_ids: Iterable[int] | None = None) -> dict[Key, int]:
-    """{(provider id, class id): total used} for the given providers
-    (restricted to ``class_ids`` when given); keys without allocations are
-    absent."""
-    query = (
-        sa.select(_allocation.c.resource_provider_id, _allocation.c.resource_class_id,
-                  sa.func.sum(_allocation.c.used).label("used"))
-        .where(_allocation.c.resource_provider_id.in_(list(provider_ids)))
-        .group_by(_allocation.c.resource_provider_id, _allocation.c.resource_class_id)
-    )
-    if class_ids is not None:
-        query = query.where(_allocation.c.resource_class_id.in_(list(class_ids)))
-    return {(row.resource_provider_id, row.resource_class_id): int(row.used)
-            for row in connection.execute(query)}
-
-
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
                      class_ids: Iterable[int]) -> dict[Key, InventoryUsage]:
     """Every inventory of the given providers in the given classes, with
@@ -110,7 +94,7 @@ def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[in
     rows = connection.execute(
         sa.select(_inventory).where(_inventory.c.resource_provider_id.in_(provider_ids),
                                     _inventory.c.resource_class_id.in_(class_ids)))
-    used = usages(connection, provider_ids, class_ids)
+    used = usage_obj.used_by_providers(connection, provider_ids)
     return {
         (row.resource_provider_id, row.resource_class_id): InventoryUsage(
             total=row.total, reserved=row.reserved, min_unit=row.min_unit,
@@ -364,7 +348,7 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite) -> None:
     provider_ids = list(dict.fromkeys(record.provider_id for record in records))
     class_ids = list(dict.fromkeys(record.class_id for record in records))
     providers = _providers(connection, provider_ids)
-    previously_used = usages(connection, provider_ids, class_ids)
+    previously_used = usage_obj.used_by_providers(connection, provider_ids)
     consumer_uuids = [request.consumer_uuid for request in prepared.requests]
     connection.execute(sa.delete(_allocation).where(_allocation.c.consumer_id.in_(consumer_uuids)))
     inventories = inventory_usages(connection, provider_ids, class_ids)

@@ -12,42 +12,26 @@ from __future__ import annotations
 import dataclasses
 
 import sqlalchemy as sa
-from oslo_utils import timeutils
 
 from placement import exceptions
 from placement.db import api as db_api
-from placement.db import tables
 from placement.objects import allocation as allocation_obj
-from placement.objects import resource_class, resource_provider
-
-_inventory = tables.inventories
-
-INVENTORY_DEFAULTS = {
-    "reserved": 0,
-    "min_unit": 1,
-    "max_unit": 2147483647,
-    "step_size": 1,
-    "allocation_ratio": 1.0,
-}
-INVENTORY_FIELDS = ("total", *INVENTORY_DEFAULTS)
+from placement.objects import inventory as inventory_obj
+from placement.objects import resource_provider
 
 
 class ProviderNotFound(exceptions.InvalidInput):
     """A provider named in ``inventories`` does not exist."""
 
 
-class InventoryInUse(exceptions.Conflict):
-    """The final inventory would drop a class that still has allocations."""
-
-
 @dataclasses.dataclass
 class ProviderInventories:
     """What the inventory of one provider must become, and the provider
-    generation the client saw. ``inventories``: class name -> fields."""
+    generation the client saw."""
 
     provider_uuid: str
     generation: int
-    inventories: dict[str, dict]
+    inventories: list[inventory_obj.Inventory]
 
 
 def _checked_providers(connection: sa.engine.Connection,
@@ -70,55 +54,16 @@ def _checked_providers(connection: sa.engine.Connection,
     return providers
 
 
-def _records_by_class_id(connection: sa.engine.Connection, inventories: dict[str, dict]
-                         ) -> dict[int, dict]:
-    """Class id -> complete record (defaults applied)."""
+def _replace_inventories(connection: sa.engine.Connection, provider_uuid: str,
+                         inventories: list[inventory_obj.Inventory]) -> None:
+    """Set the inventory of the provider as this transaction now sees it
+    (earlier steps moved its generation). Unknown classes become
+    UnknownResourceClass; a lost generation race ProviderGenerationRace."""
+    provider = resource_provider.get_by_uuid(connection, provider_uuid)
     try:
-        class_ids = resource_class.ids_from_names(connection, inventories)
+        inventory_obj.replace_inventories(connection, provider, inventories)
     except exceptions.NotFound as error:
         raise allocation_obj.UnknownResourceClass(str(error)) from None
-    return {class_ids[name]: {field: {**INVENTORY_DEFAULTS, **record}[field]
-                              for field in INVENTORY_FIELDS}
-            for name, record in inventories.items()}
-
-
-def _current_records(connection: sa.engine.Connection, provider_id: int) -> dict[int, dict]:
-    rows = connection.execute(
-        sa.select(_inventory).where(_inventory.c.resource_provider_id == provider_id))
-    return {row.resource_class_id: {field: getattr(row, field) for field in INVENTORY_FIELDS}
-            for row in rows}
-
-
-def _set_inventory(connection: sa.engine.Connection, provider_uuid: str,
-                   records: dict[int, dict]) -> None:
-    """Make the provider's inventory exactly ``records`` (class id -> fields)
-    and bump its generation. Classes that still have allocations cannot go."""
-    provider = resource_provider.get_by_uuid(connection, provider_uuid)
-    current = _current_records(connection, provider.id)
-    removed = set(current) - set(records)
-    in_use = sorted(class_id for _, class_id in
-                    allocation_obj.usages(connection, [provider.id], removed))
-    if in_use:
-        names = resource_class.names_from_ids(connection, in_use)
-        raise InventoryInUse(
-            f"Inventory for '{', '.join(names[class_id] for class_id in in_use)}' on "
-            f"resource provider '{provider.uuid}' in use.")
-    now = timeutils.utcnow()
-    if removed:
-        connection.execute(sa.delete(_inventory).where(
-            _inventory.c.resource_provider_id == provider.id,
-            _inventory.c.resource_class_id.in_(removed)))
-    for class_id, record in records.items():
-        if class_id not in current:
-            connection.execute(sa.insert(_inventory).values(
-                resource_provider_id=provider.id, resource_class_id=class_id,
-                created_at=now, **record))
-        elif current[class_id] != record:
-            connection.execute(sa.update(_inventory).where(
-                _inventory.c.resource_provider_id == provider.id,
-                _inventory.c.resource_class_id == class_id).values(updated_at=now, **record))
-    try:
-        resource_provider.increment_generation(connection, provider)
     except exceptions.ConcurrentUpdate:
         raise allocation_obj.ProviderGenerationRace() from None
 
@@ -127,16 +72,18 @@ def _set_inventory(connection: sa.engine.Connection, provider_uuid: str,
 def reshape(db: db_api.Database, inventories: list[ProviderInventories],
             allocations: list[allocation_obj.ConsumerAllocations]) -> None:
     """All or nothing. The client states provider and consumer generations,
-    so a lost race is reported (ProviderGenerationRace), not retried."""
+    so a lost race is reported (ProviderGenerationRace), not retried.
+    Reducing an inventory below its usage is accepted here; removing a
+    class that still has allocations raises InventoryInUse."""
     with db.writer() as connection:
         providers = _checked_providers(connection, inventories)
         prepared = allocation_obj.prepare(connection, allocations)
-        final = [(provider, _records_by_class_id(connection, wanted.inventories))
-                 for provider, wanted in zip(providers, inventories, strict=True)]
-        for provider, records in final:
-            if records:
-                widened = {**_current_records(connection, provider.id), **records}
-                _set_inventory(connection, provider.uuid, widened)
+        for provider, wanted in zip(providers, inventories, strict=True):
+            if wanted.inventories:
+                current = inventory_obj.get_all(connection, provider)
+                widened = {**current, **{inventory.resource_class: inventory
+                                         for inventory in wanted.inventories}}
+                _replace_inventories(connection, provider.uuid, list(widened.values()))
         allocation_obj.write(connection, prepared)
-        for provider, records in final:
-            _set_inventory(connection, provider.uuid, records)
+        for wanted in inventories:
+            _replace_inventories(connection, wanted.provider_uuid, wanted.inventories)
