@@ -32,7 +32,7 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
             raise errors.not_found(
                 f"Resource provider '{provider_uuid}' not found: {error}") from None
         view = allocation_obj.get_for_provider(connection, provider)
-    if not microversion.version_of(request) >= CONSUMER_GENERATION_FROM:
+    if microversion.version_of(request) < CONSUMER_GENERATION_FROM:
         for entry in view.allocations.values():
             del entry["consumer_generation"]
     body = {"allocations": view.allocations,

@@ -253,10 +253,11 @@ def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations
 def _records(connection: sa.engine.Connection, prepared: PreparedWrite) -> list[_Record]:
     """The allocations to write, in request order; a consumer with empty
     ``allocations`` contributes its current allocations with amount 0."""
-    names = {name for request in prepared.requests
-             for resources in request.allocations.values() for name in resources}
+    names = [name for request in prepared.requests
+             for resources in request.allocations.values() for name in resources]
     try:
-        class_ids = resource_class.ids_from_names(connection, sorted(names))
+        # The first unknown class in request order is the one reported.
+        class_ids = resource_class.ids_from_names(connection, names)
     except exceptions.NotFound as error:
         raise UnknownResourceClass(str(error)) from None
     records = []
