@@ -13,7 +13,7 @@ import sqlalchemy as sa
 import webob
 
 from placement import conf as placement_conf
-from placement import deploy
+from placement import deploy, microversion
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
@@ -40,15 +40,17 @@ def _app(db, retry_count: int = 10):
     return deploy.build_app(conf, db=db)
 
 
-def _put_one_vcpu(app, consumer_uuid: str) -> webob.Response:
+def _put_one_vcpu(app, consumer_uuid: str, version: str = "1.28") -> webob.Response:
+    """PUT one VCPU for a new consumer (consumer_generation null at 1.28+)."""
     request = webob.Request.blank(
         f"/allocations/{consumer_uuid}", method="PUT",
-        headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.28"})
+        headers={"x-auth-token": "admin", "openstack-api-version": f"placement {version}"})
     request.content_type = "application/json"
-    request.body = json.dumps({
-        "allocations": {PROVIDER_UUID: {"resources": {"VCPU": 1}}},
-        "project_id": "project", "user_id": "user", "consumer_generation": None,
-    }).encode()
+    body = {"allocations": {PROVIDER_UUID: {"resources": {"VCPU": 1}}},
+            "project_id": "project", "user_id": "user"}
+    if microversion.parse(version) >= (1, 28):
+        body["consumer_generation"] = None
+    request.body = json.dumps(body).encode()
     return request.get_response(app)
 
 
@@ -172,3 +174,33 @@ def test_two_writers_racing_for_the_last_unit(database):
     assert sorted(statuses.values()) == [204, 409]
     winner = next(consumer for consumer, status in statuses.items() if status == 204)
     assert _state(database) == (1, [(winner, 1)])
+
+
+def test_consumer_generation_race_is_reported_not_retried(database, monkeypatch):
+    """Below 1.28 nobody states a consumer generation, yet the write still
+    compare-and-swaps it: a consumer changed after our read is a conflict
+    for the client to resolve, not something to retry."""
+    consumer_uuid = str(uuid.uuid4())
+    allocation_obj.replace_all(database, [_request(consumer_uuid)], attempts=10)
+    real_get = consumer_obj.get_by_uuid
+    reads = []
+
+    def stale_get(connection, wanted_uuid):
+        consumer = real_get(connection, wanted_uuid)
+        reads.append(consumer)
+        if consumer is not None:
+            consumer.generation -= 1
+        return consumer
+
+    monkeypatch.setattr(consumer_obj, "get_by_uuid", stale_get)
+
+    response = _put_one_vcpu(_app(database), consumer_uuid, version="1.27")
+
+    assert response.status_int == 409
+    error = response.json["errors"][0]
+    assert error["code"] == "placement.concurrent_update"
+    assert ("Inventory and/or allocations changed while attempting to allocate: "
+            "Another thread concurrently updated the data. Please retry your update"
+            in error["detail"])
+    assert len(reads) == 1
+    assert _state(database) == (1, [(consumer_uuid, 1)])
