@@ -3,7 +3,9 @@
 Tests take a database through the ``database`` fixture (a ``FreshDatabase``,
 parametrized over the backends) or the ``backend`` fixture (the name alone;
 ``server_backend`` for MySQL and PostgreSQL only);
-gabbi tests carry a ``backend`` marker. A backend whose server is down is
+gabbi tests carry a ``backend`` marker. Tests of a module that imports
+``FreshDatabase`` and calls it without a backend run once per backend too
+(the autouse ``implicit_backend`` fixture sets the default). A backend whose server is down is
 deselected, with the reason in the report header, except under CI
 (``CI=true``), where the run fails at once instead.
 
@@ -57,13 +59,34 @@ def _backend_parameters(backends) -> list:
             for backend in backends]
 
 
+def _uses_fresh_database_directly(metafunc) -> bool:
+    """The test's module calls FreshDatabase() and the test does not choose a
+    backend itself."""
+    if "backend" in metafunc.fixturenames or "server_backend" in metafunc.fixturenames:
+        return False
+    return any(value is db.FreshDatabase for value in vars(metafunc.module).values())
+
+
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", _backend_parameters(db.selected_backends()))
+    if _uses_fresh_database_directly(metafunc):
+        metafunc.parametrize("implicit_backend", _backend_parameters(db.selected_backends()),
+                             indirect=True)
     if "server_backend" in metafunc.fixturenames:
         # Tests of what only a database server does (deadlocks, connections).
         metafunc.parametrize("server_backend", _backend_parameters(
             [backend for backend in db.selected_backends() if backend != "sqlite"]))
+
+
+@pytest.fixture(autouse=True)
+def implicit_backend(request):
+    """The backend of FreshDatabase() without arguments during the test:
+    each backend in turn for tests of modules that call it (see above)."""
+    backend = getattr(request, "param", "sqlite")
+    previous, db.default_backend = db.default_backend, backend
+    yield backend
+    db.default_backend = previous
 
 
 @pytest.fixture

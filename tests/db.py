@@ -173,6 +173,11 @@ def _wipe(engine: sa.engine.Engine) -> None:
     migration.sync_standard_data(engine)
 
 
+# The backend of a FreshDatabase() that names none. tests/conftest.py sets it
+# per test, so that a module using FreshDatabase() runs on every backend.
+default_backend = "sqlite"
+
+
 class FreshDatabase:
     """A migrated database of ``backend`` holding only the standard data.
 
@@ -180,7 +185,8 @@ class FreshDatabase:
     database, wiped: close one before asking for the next.
     """
 
-    def __init__(self, backend: str = "sqlite") -> None:
+    def __init__(self, backend: str | None = None) -> None:
+        backend = backend or default_backend
         if backend not in ALL_BACKENDS:
             raise ValueError(f"unknown test backend {backend!r}")
         self.backend = backend
