@@ -35,6 +35,9 @@ def _in_ci() -> bool:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backend(name): the database backend the test runs on")
+    if _in_ci() and set(db.selected_backends()) != set(db.ALL_BACKENDS):
+        pytest.exit("PLACEMENT_TEST_BACKENDS may not narrow the backends under CI",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
     for backend in db.selected_backends():
         reason = db.server_unavailable_reason(backend)
         if reason is None:
