@@ -19,6 +19,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import exc_filters
 from oslo_log import log as logging
 from sqlalchemy import event, pool
@@ -143,6 +144,13 @@ def is_serialization_failure(error: Exception) -> bool:
     return getattr(original, "sqlstate", None) == "40001"
 
 
+class CommitOutcomeUnknown(db_exc.DBError):
+    """The connection was lost during COMMIT: the transaction may have been
+    committed or not. Unlike a connection lost before, this is not retried,
+    since running the writes again could repeat them or, guarded by
+    generations, report a conflict for a write that did happen."""
+
+
 class Database:
     """One engine and the transactions made from it."""
 
@@ -170,8 +178,15 @@ class Database:
         with self.engine.connect() as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
-            with connection.begin():
-                yield connection
+            committing = False
+            try:
+                with connection.begin():
+                    yield connection
+                    committing = True
+            except db_exc.DBConnectionError as error:
+                if committing:
+                    raise CommitOutcomeUnknown(error) from error
+                raise
 
     def retry_on_db_error(self, function: Callable[..., T]) -> Callable[..., T]:
         """Run ``function`` again (in a new transaction) after a deadlock, a

@@ -183,3 +183,24 @@ def test_a_writer_sees_what_others_committed_meanwhile(server_database):
             _bump(other, 2)
         after = connection.scalar(sa.select(providers.c.generation).where(providers.c.id == 2))
     assert (before, after) == (0, 1)
+
+
+def test_a_connection_lost_during_commit_is_not_retried(server_database):
+    database = server_database.db
+    attempts = []
+
+    def kill_before_the_commit_reaches_the_server(_connection) -> None:
+        test_db.kill_connections(server_database.url)
+
+    def bump_once() -> None:
+        attempts.append(True)
+        with database.writer() as connection:
+            _bump(connection, 1)
+            sa.event.listen(connection, "commit", kill_before_the_commit_reaches_the_server)
+
+    with pytest.raises(db_api.CommitOutcomeUnknown):
+        database.retry_on_db_error(bump_once)()
+    # Whether a lost COMMIT happened is unknown to the service; it did not
+    # run the writes again. (Here the kill came first: nothing was written.)
+    assert len(attempts) == 1
+    assert _generations(database) == [0, 0]
