@@ -10,7 +10,7 @@ ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"
 ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
 
-_DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)."
+_DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)"
 _DEPRECATED_SINCE = "7.0.0"
 
 
@@ -119,6 +119,8 @@ def list_rules() -> list[policy.RuleDefault]:
 
 
 def build_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
-    enforcer = policy.Enforcer(conf)
+    # Every base rule has a deprecated default: warning about each of them
+    # whenever the rules are loaded would only fill the logs.
+    enforcer = policy.Enforcer(conf, suppress_deprecation_warnings=True)
     enforcer.register_defaults(list_rules())
     return enforcer
