@@ -121,6 +121,7 @@ def list_rules() -> list[policy.RuleDefault]:
 def build_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
     # Every base rule has a deprecated default: warning about each of them
     # whenever the rules are loaded would only fill the logs.
-    enforcer = policy.Enforcer(conf, suppress_deprecation_warnings=True)
+    enforcer = policy.Enforcer(conf)
+    enforcer.suppress_default_change_warnings = True
     enforcer.register_defaults(list_rules())
     return enforcer
