@@ -11,7 +11,7 @@ SERVICE = "rule:service_api"
 ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
 
 _DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)"
-_DEPRECATED_SINCE = "7.0.0"
+_DEPRECATED_SINCE = "0.1.0"
 
 
 def _deprecated(name: str) -> policy.DeprecatedRule:
