@@ -11,7 +11,7 @@ import os
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
-from oslo_middleware.healthcheck import opts as healthcheck_opts
+from oslo_middleware import opts as middleware_opts
 from oslo_policy import opts as policy_opts
 
 DEFAULT_INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
@@ -137,7 +137,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     # OS_<GROUP>__<OPTION> variables, --help) before any middleware exists.
     conf.register_opts(cors.OPTS, group="cors")
     conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
-    conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
+    for healthcheck_group, options in middleware_opts.list_opts_healthcheck():
+        conf.register_opts(options, group=healthcheck_group)
     policy_opts.set_defaults(conf)
     if "enforce_scope" not in conf.oslo_policy:
         conf.register_opt(enforce_scope_opt, group="oslo_policy")
