@@ -15,6 +15,7 @@ import pytest
 from tests.fixtures import ops
 
 VALID_TOKEN = "a-valid-user-token"
+MEMBER_TOKEN = "a-valid-token-of-a-mere-member"
 SERVICE_TOKEN = "the-placement-service-token"
 USER_ID = "0f8c2d1e9a7b4c5d8e6f1a2b3c4d5e6f"
 PROJECT_ID = "5a6b7c8d9e0f4a1b2c3d4e5f6a7b8c9d"
@@ -77,6 +78,8 @@ class FakeKeystone(http.server.BaseHTTPRequestHandler):
                 self._answer(401, {"error": {"code": 401, "title": "Unauthorized"}})
             elif subject == VALID_TOKEN:
                 self._answer(200, self._token(USER_ID, PROJECT_ID, ["admin", "member"]))
+            elif subject == MEMBER_TOKEN:
+                self._answer(200, self._token(USER_ID, PROJECT_ID, ["member", "reader"]))
             else:
                 self._answer(404, {"error": {"code": 404, "title": "Not Found"}})
         else:
@@ -153,15 +156,33 @@ def test_invalid_token_is_401(placement):
     assert FakeKeystone.validated == ["forged"]
 
 
+def get_resource_classes(placement, token):
+    return ops.request(placement.url + "/resource_classes",
+                       headers={"X-Auth-Token": token, "Accept": "application/json",
+                                "OpenStack-API-Version": "placement 1.2"})
+
+
 def test_valid_token_is_served(placement):
     FakeKeystone.validated.clear()
-    status, headers, body = ops.request(
-        placement.url + "/resource_providers",
-        headers={"X-Auth-Token": VALID_TOKEN, "Accept": "application/json"})
+    status, headers, body = get_resource_classes(placement, VALID_TOKEN)
+    assert status == 200, body
     assert FakeKeystone.validated == [VALID_TOKEN]
-    # Past authentication and context, the dispatcher answered.
-    assert status != 401, body
-    assert headers["openstack-api-version"] == "placement 1.0"
+    assert {"name": "VCPU", "links": [{"rel": "self", "href": "/resource_classes/VCPU"}]} in (
+        json.loads(body)["resource_classes"])
+    assert headers["openstack-api-version"] == "placement 1.2"
+
+
+def test_roles_come_from_the_token(placement):
+    status, _, body = get_resource_classes(placement, MEMBER_TOKEN)
+    assert status == 403
+    assert "Policy does not allow placement:resource_classes:list to be performed." in (
+        json.loads(body)["errors"][0]["detail"])
+    # ...and the project too: a reader may read the usages of its project only.
+    for project, expected in ((PROJECT_ID, 200), ("another-project", 403)):
+        status, _, body = ops.request(
+            placement.url + f"/usages?project_id={project}",
+            headers={"X-Auth-Token": MEMBER_TOKEN, "OpenStack-API-Version": "placement 1.9"})
+        assert status == expected, body
 
 
 def test_health_check_needs_no_token(placement):
