@@ -5,6 +5,8 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_policy import policy
 
+from placement import conf as placement_conf
+
 ADMIN = "rule:admin_api"
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"
@@ -125,3 +127,10 @@ def build_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
     enforcer.suppress_default_change_warnings = True
     enforcer.register_defaults(list_rules())
     return enforcer
+
+
+def get_enforcer() -> policy.Enforcer:
+    """Entry point for oslopolicy-policy-generator and oslopolicy-checker:
+    the enforcer of this deployment (its configuration files and
+    environment, so its policy file)."""
+    return build_enforcer(placement_conf.build_conf())

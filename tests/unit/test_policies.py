@@ -169,3 +169,14 @@ def test_policy_file_overrides_defaults(tmp_path):
     assert allowed(nobody, "placement:traits:list")
     assert not allowed(nobody, "placement:traits:show")
     assert allowed(context_for("admin", conf), "placement:reshaper:reshape")
+
+
+def test_enforcer_entry_point_reads_the_deployment_policy_file(tmp_path, monkeypatch):
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(yaml.safe_dump({"placement:traits:list": "role:reader"}))
+    monkeypatch.setenv("OS_PLACEMENT_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("OS_OSLO_POLICY__POLICY_FILE", str(policy_file))
+    enforcer = policies.get_enforcer()
+    enforcer.load_rules()
+    assert str(enforcer.rules["placement:traits:list"]) == "role:reader"
+    assert str(enforcer.rules["placement:traits:show"]) == "rule:admin_or_service_api"
