@@ -89,10 +89,34 @@ def output_file(generator_conf: str) -> str:
     return os.path.join(REPO_ROOT, conf.output_file)
 
 
+def blocks(sample: str) -> dict[tuple[str, str], str]:
+    """(group, namespace) -> the text the generator wrote for it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    group = namespace = None
+    for line in sample.splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            group, namespace = line[1:-1], None
+        elif line.startswith("# From "):
+            namespace = line[len("# From "):]
+            found[(group, namespace)] = []
+        elif namespace is not None:
+            found[(group, namespace)].append(line)
+    return {key: "\n".join(lines).strip() for key, lines in found.items()}
+
+
 def test_config_sample_is_up_to_date():
+    """Placement's own options exactly; for the libraries' options, whose
+    help texts change with their versions, the same groups and namespaces."""
     with open(output_file(CONFIG_GENERATOR_CONF)) as sample:
-        assert sample.read() == generate_config_sample(), (
-            "regenerate with: python -m tests.functional.test_samples")
+        checked_in = blocks(sample.read())
+    generated = blocks(generate_config_sample())
+    assert set(checked_in) == set(generated), (
+        "regenerate with: python -m tests.functional.test_samples")
+    for (group, namespace), text in generated.items():
+        if namespace == "placement.conf":
+            assert checked_in[(group, namespace)] == text, (
+                f"[{group}] is out of date; regenerate with: "
+                "python -m tests.functional.test_samples")
 
 
 def test_policy_sample_is_up_to_date():
