@@ -127,6 +127,12 @@ enforce_scope_opt = cfg.BoolOpt(
 )
 
 
+def _oslo_policy_opts_missing() -> list[cfg.Opt]:
+    """The [oslo_policy] options placement needs that oslo.policy lacks."""
+    known = {opt.name for _, options in policy_opts.list_opts() for opt in options}
+    return [opt for opt in (enforce_scope_opt,) if opt.name not in known]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(database_opts, group="placement_database")
@@ -140,8 +146,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     for healthcheck_group, options in middleware_opts.list_opts_healthcheck():
         conf.register_opts(options, group=healthcheck_group)
     policy_opts.set_defaults(conf)
-    if "enforce_scope" not in conf.oslo_policy:
-        conf.register_opt(enforce_scope_opt, group="oslo_policy")
+    conf.register_opts(_oslo_policy_opts_missing(), group="oslo_policy")
     logging.register_options(conf)
 
 
@@ -152,7 +157,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("placement_database", database_opts),
         ("placement", placement_opts),
         ("workarounds", workarounds_opts),
-        ("oslo_policy", [enforce_scope_opt]),
+        ("oslo_policy", _oslo_policy_opts_missing()),
     ]
 
 
