@@ -82,6 +82,24 @@ def test_concurrent_requests(uwsgi):
     assert len(request_ids) == len(answers)
 
 
+def test_writes_are_seen_by_every_worker(uwsgi):
+    headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.20"}
+    status, _, body = ops.request(uwsgi.url + "/resource_providers", method="POST",
+                                  headers=headers, body={"name": "served-by-uwsgi"})
+    assert status == 200, body
+    created = json.loads(body)
+
+    def names(_):
+        status, _, body = ops.request(uwsgi.url + "/resource_providers", headers=headers)
+        assert status == 200
+        return [provider["name"] for provider in json.loads(body)["resource_providers"]]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        listings = list(pool.map(names, range(12)))
+    assert listings == [["served-by-uwsgi"]] * 12
+    assert created["name"] == "served-by-uwsgi"
+
+
 def test_authentication_and_errors(uwsgi):
     status, headers, _ = ops.request(uwsgi.url + "/resource_providers")
     assert status == 401
