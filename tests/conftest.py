@@ -64,8 +64,11 @@ def _backend_parameters(backends) -> list:
 
 def _uses_fresh_database_directly(metafunc) -> bool:
     """The test's module calls FreshDatabase() and the test does not choose a
-    backend itself."""
+    backend itself (by fixture, or by a ``backend`` marker for a test that is
+    about one backend, e.g. SQLite files)."""
     if "backend" in metafunc.fixturenames or "server_backend" in metafunc.fixturenames:
+        return False
+    if metafunc.definition.get_closest_marker("backend") is not None:
         return False
     return any(value is db.FreshDatabase for value in vars(metafunc.module).values())
 
@@ -86,7 +89,8 @@ def pytest_generate_tests(metafunc):
 def implicit_backend(request):
     """The backend of FreshDatabase() without arguments during the test:
     each backend in turn for tests of modules that call it (see above)."""
-    backend = getattr(request, "param", "sqlite")
+    marker = request.node.get_closest_marker("backend")
+    backend = getattr(request, "param", marker.args[0] if marker else "sqlite")
     previous, db.default_backend = db.default_backend, backend
     yield backend
     db.default_backend = previous

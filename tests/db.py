@@ -190,13 +190,14 @@ class FreshDatabase:
         if backend not in ALL_BACKENDS:
             raise ValueError(f"unknown test backend {backend!r}")
         self.backend = backend
-        self._path: str | None = None
+        # The SQLite file (None on the servers).
+        self.path: str | None = None
         migrated_url = _migrated_url(backend)
         if backend == "sqlite":
-            handle, self._path = tempfile.mkstemp(suffix=".sqlite", dir=_workdir)
+            handle, self.path = tempfile.mkstemp(suffix=".sqlite", dir=_workdir)
             os.close(handle)
-            shutil.copyfile(sa.engine.make_url(migrated_url).database, self._path)
-            self.url = "sqlite:///" + self._path
+            shutil.copyfile(sa.engine.make_url(migrated_url).database, self.path)
+            self.url = "sqlite:///" + self.path
         else:
             self.url = migrated_url
         self.db = db_api.Database(db_api.create_engine(self.url))
@@ -205,10 +206,10 @@ class FreshDatabase:
 
     def close(self) -> None:
         self.db.dispose()
-        if self._path is not None:
+        if self.path is not None:
             for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(self._path + suffix):
-                    os.unlink(self._path + suffix)
+                if os.path.exists(self.path + suffix):
+                    os.unlink(self.path + suffix)
 
 
 def kill_connections(url: str) -> int:
