@@ -1,6 +1,7 @@
 """Parsing the values of the listing query parameters shared by
 ``GET /resource_providers`` and ``GET /allocation_candidates``:
-``resources``, ``required``, ``member_of``, ``in_tree`` and ``root_required``.
+``resources``, ``required``, ``member_of``, ``in_tree``, plus ``root_required``
+and ``same_subtree`` of the latter.
 
 Each parser takes the raw string value(s) of one parameter and returns
 plain data; malformed values raise the 400 the spec words for them (this is
@@ -31,7 +32,7 @@ _INVALID = "Invalid query string parameters: "
 
 __all__ = [
     "AggregateFilter", "TraitFilter", "parse_in_tree", "parse_member_of", "parse_required",
-    "parse_resources", "parse_root_required",
+    "parse_resources", "parse_root_required", "parse_same_subtree",
 ]
 
 
@@ -175,3 +176,17 @@ def parse_in_tree(value: str) -> str:
         raise errors.bad_request(
             f"{_INVALID}Expected 'in_tree' parameter to be a format of uuid. Got: {value}")
     return uuid
+
+
+def parse_same_subtree(values: list[str]) -> list[list[str]]:
+    """Each ``same_subtree`` occurrence (1.36+): a list of group suffixes
+    whose providers must lie in one subtree."""
+    constraints = []
+    for value in values:
+        suffixes = [item.strip() for item in value.split(",")]
+        if not all(suffixes):
+            raise errors.bad_request(
+                "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                errors.QUERY_BAD_VALUE)
+        constraints.append(suffixes)
+    return constraints

@@ -1,0 +1,405 @@
+"""The allocation-candidate search, in memory.
+
+``World`` is the part of the database one request needs (loaded by
+``placement.objects.allocation_candidate``); ``search`` turns request groups
+into allocation requests following allocation-candidates.md sections 3-4:
+
+* each group gives a list of *group candidates* (an anchor tree, the
+  allocations it would make, the providers it maps);
+* per anchor, one candidate per group is chosen depth-first, and every
+  partial choice that already breaks capacity, ``group_policy=isolate``,
+  ``same_subtree`` or the pre-1.29 rule is abandoned at once, so that the
+  search never builds the whole cartesian product;
+* the search is a generator: it stops as soon as enough results exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+
+from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.objects.inventory import capacity
+
+ISOLATE = "isolate"
+
+
+@dataclasses.dataclass
+class Inventory:
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+    def fits(self, amount: int) -> bool:
+        """Can one request group take ``amount`` from this inventory?"""
+        return (self.used + amount <= (self.total - self.reserved) * self.allocation_ratio
+                and self.min_unit <= amount <= self.max_unit
+                and amount % self.step_size == 0)
+
+    def fits_total(self, amount: int) -> bool:
+        """Can the sum of all groups' amounts be allocated here?"""
+        return self.used + amount <= self.capacity and amount <= self.max_unit
+
+
+@dataclasses.dataclass
+class Provider:
+    id: int
+    uuid: str
+    parent_id: int | None
+    root_id: int
+    # Only the classes, traits and aggregates the request names are loaded.
+    inventories: dict[str, Inventory] = dataclasses.field(default_factory=dict)
+    traits: set[str] = dataclasses.field(default_factory=set)
+    aggregates: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class World:
+    providers: dict[int, Provider]
+    # Sharing provider id -> roots of the trees it shares with (its own included).
+    sharing_anchors: dict[int, set[int]]
+    # Some provider in the database has a parent.
+    has_nesting: bool
+    # in_tree uuid -> root id of its tree (absent: no such provider).
+    tree_roots_by_uuid: dict[str, int]
+
+    @property
+    def spread_unsuffixed(self) -> bool:
+        """Does the unsuffixed group spread over a tree and sharing providers?"""
+        return self.has_nesting or bool(self.sharing_anchors)
+
+    def is_ancestor_or_self(self, ancestor_id: int, provider_id: int | None) -> bool:
+        while provider_id is not None:
+            if provider_id == ancestor_id:
+                return True
+            provider_id = self.providers[provider_id].parent_id
+        return False
+
+
+@dataclasses.dataclass
+class RequestGroup:
+    suffix: str
+    # class name -> amount; empty for a resourceless group
+    resources: dict[str, int]
+    traits: TraitFilter = dataclasses.field(default_factory=TraitFilter)
+    aggregates: AggregateFilter = dataclasses.field(default_factory=AggregateFilter)
+    in_tree: str | None = None
+
+    @property
+    def granular(self) -> bool:
+        return self.suffix != ""
+
+
+@dataclasses.dataclass
+class SearchOptions:
+    group_policy: str | None = None
+    root_traits: TraitFilter = dataclasses.field(default_factory=TraitFilter)
+    # each entry: suffixes whose providers must lie in one subtree
+    same_subtree: list[list[str]] = dataclasses.field(default_factory=list)
+    nested_aware: bool = True
+    limit: int | None = None
+    max_candidates: int = -1
+    randomize: bool = False
+    breadth_first: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupCandidate:
+    anchor: int
+    # (provider id, class name, amount)
+    allocations: tuple[tuple[int, str, int], ...]
+    providers: frozenset[int]
+
+
+@dataclasses.dataclass
+class Result:
+    # (provider id, class name) -> amount, in the order the groups added them
+    allocations: dict[tuple[int, str], int]
+    # suffix -> providers mapped by that group
+    mappings: dict[str, frozenset[int]]
+
+    def key(self) -> tuple:
+        """Identity for de-duplication: allocations and mappings, not anchor."""
+        return (frozenset(self.allocations.items()), frozenset(self.mappings.items()))
+
+
+# Group candidates --------------------------------------------------------
+
+def group_candidates(world: World, group: RequestGroup,
+                     root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """Every way ``group`` alone can be satisfied (section 3)."""
+    if not group.resources:
+        return _resourceless_candidates(world, group, root_allowed)
+    if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
+        return []
+    if not group.granular and world.spread_unsuffixed:
+        return _spread_candidates(world, group, root_allowed)
+    return _single_candidates(world, group, root_allowed)
+
+
+def _tree_root(world: World, group: RequestGroup) -> int | None:
+    return None if group.in_tree is None else world.tree_roots_by_uuid[group.in_tree]
+
+
+def _anchors(world: World, provider: Provider, with_sharing: bool = True) -> list[int]:
+    """Roots a group candidate using ``provider`` may be anchored at: its own
+    root and, for a sharing provider, the roots of the trees it shares with."""
+    anchors = [provider.root_id]
+    if with_sharing and provider.id in world.sharing_anchors:
+        anchors += sorted(world.sharing_anchors[provider.id] - {provider.root_id})
+    return anchors
+
+
+def _single_candidates(world: World, group: RequestGroup,
+                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """All resources of the group from one provider (section 3b)."""
+    tree_root = _tree_root(world, group)
+    candidates = []
+    for provider in world.providers.values():
+        if tree_root is not None and provider.root_id != tree_root:
+            continue
+        if not all(class_name in provider.inventories
+                   and provider.inventories[class_name].fits(amount)
+                   for class_name, amount in group.resources.items()):
+            continue
+        if not (group.traits.satisfied_by(provider.traits)
+                and group.aggregates.satisfied_by(provider.aggregates)):
+            continue
+        allocations = tuple((provider.id, class_name, amount)
+                            for class_name, amount in sorted(group.resources.items()))
+        candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
+                       for anchor in _anchors(world, provider, group.in_tree is None)
+                       if root_allowed(anchor)]
+    return candidates
+
+
+def _resourceless_candidates(world: World, group: RequestGroup,
+                             root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """Providers picked by traits and aggregates only (1.36+); no allocation."""
+    if not (group.traits or group.aggregates):
+        return []
+    return [
+        GroupCandidate(anchor, (), frozenset([provider.id]))
+        for provider in world.providers.values()
+        if group.traits.satisfied_by(provider.traits)
+        and group.aggregates.satisfied_by(provider.aggregates)
+        for anchor in _anchors(world, provider)  # in_tree does not apply here
+        if root_allowed(anchor)
+    ]
+
+
+def _spread_candidates(world: World, group: RequestGroup,
+                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """The unsuffixed group over trees and sharing providers (section 3a)."""
+    tree_root = _tree_root(world, group)
+    member_of = AggregateFilter(required=group.aggregates.required)
+    # anchor -> class name -> providers able to give that class
+    options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for class_name, amount in sorted(group.resources.items()):
+        for provider in world.providers.values():
+            inventory = provider.inventories.get(class_name)
+            if inventory is None or not inventory.fits(amount):
+                continue
+            if tree_root is not None and provider.root_id != tree_root:
+                continue
+            if not group.traits.forbidden.isdisjoint(provider.traits):
+                continue
+            # A sharing provider is offered to other trees only when the
+            # group has no in_tree and it is itself in the wanted aggregates.
+            anchors = _anchors(world, provider, group.in_tree is None
+                               and member_of.satisfied_by(provider.aggregates))
+            for anchor in anchors:
+                root = world.providers[anchor]
+                if not root_allowed(anchor):
+                    continue
+                if not (member_of.satisfied_by(provider.aggregates)
+                        or member_of.satisfied_by(root.aggregates)):
+                    continue
+                if not (group.aggregates.forbidden.isdisjoint(provider.aggregates)
+                        and group.aggregates.forbidden.isdisjoint(root.aggregates)):
+                    continue
+                options[anchor][class_name].append(provider.id)
+
+    classes = sorted(group.resources)
+    candidates = []
+    for anchor in sorted(options):
+        by_class = options[anchor]
+        if len(by_class) < len(classes):
+            continue
+        for choice in itertools.product(*(by_class[class_name] for class_name in classes)):
+            providers = frozenset(choice)
+            traits = set().union(*(world.providers[p].traits for p in providers))
+            if not group.traits.satisfied_by(traits):
+                continue
+            allocations = tuple((provider_id, class_name, group.resources[class_name])
+                                for provider_id, class_name in zip(choice, classes, strict=True))
+            candidates.append(GroupCandidate(anchor, allocations, providers))
+    return candidates
+
+
+# Combining groups --------------------------------------------------------
+
+class _Combiner:
+    """Depth-first choice of one candidate per group within one anchor,
+    abandoning a partial choice as soon as it breaks a rule."""
+
+    def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions):
+        self.world = world
+        self.groups = groups
+        self.isolate = options.group_policy == ISOLATE
+        self.one_provider_per_tree = not options.nested_aware and world.has_nesting
+        # same_subtree constraints, each checked once its last group is chosen
+        depth_of = {group.suffix: depth for depth, group in enumerate(groups)}
+        self.subtree_checks: dict[int, list[list[str]]] = defaultdict(list)
+        for suffixes in options.same_subtree:
+            self.subtree_checks[max(depth_of[s] for s in suffixes)].append(suffixes)
+
+    def results(self, per_group: list[list[GroupCandidate]]) -> Iterator[Result]:
+        chosen: list[GroupCandidate] = []
+        totals: dict[tuple[int, str], int] = {}
+        isolated: set[int] = set()
+        tree_giver: dict[int, int] = {}  # root -> the provider giving resources there
+
+        def extend(depth: int) -> Iterator[Result]:
+            if depth == len(per_group):
+                mappings = {group.suffix: candidate.providers
+                            for group, candidate in zip(self.groups, chosen, strict=True)}
+                yield Result(dict(totals), mappings)
+                return
+            granular = self.groups[depth].granular
+            for candidate in per_group[depth]:
+                if granular and self.isolate and not candidate.providers.isdisjoint(isolated):
+                    continue
+                undo = self._add(candidate, totals, tree_giver)
+                if undo is None:
+                    continue
+                chosen.append(candidate)
+                if granular and self.isolate:
+                    isolated.update(candidate.providers)
+                if self._same_subtree_holds(depth, chosen):
+                    yield from extend(depth + 1)
+                if granular and self.isolate:
+                    isolated.difference_update(candidate.providers)
+                chosen.pop()
+                self._remove(undo, totals, tree_giver)
+
+        yield from extend(0)
+
+    def _add(self, candidate: GroupCandidate, totals: dict, tree_giver: dict
+             ) -> list | None:
+        """Add the candidate's amounts; None (and nothing changed) if they do
+        not fit, else what to undo."""
+        undo = []
+        for provider_id, class_name, amount in candidate.allocations:
+            key = (provider_id, class_name)
+            total = totals.get(key, 0) + amount
+            provider = self.world.providers[provider_id]
+            fits = provider.inventories[class_name].fits_total(total)
+            if fits and self.one_provider_per_tree:
+                giver = tree_giver.get(provider.root_id, provider_id)
+                fits = giver == provider_id
+            if not fits:
+                self._remove(undo, totals, tree_giver)
+                return None
+            undo.append((key, amount, provider.root_id not in tree_giver))
+            totals[key] = total
+            tree_giver.setdefault(provider.root_id, provider_id)
+        return undo
+
+    def _remove(self, undo: list, totals: dict, tree_giver: dict) -> None:
+        for key, amount, claimed_tree in reversed(undo):
+            totals[key] -= amount
+            if not totals[key]:
+                del totals[key]
+            if claimed_tree:
+                del tree_giver[self.world.providers[key[0]].root_id]
+
+    def _same_subtree_holds(self, depth: int, chosen: list[GroupCandidate]) -> bool:
+        for suffixes in self.subtree_checks.get(depth, ()):
+            providers = set().union(*(candidate.providers
+                                      for group, candidate in zip(self.groups, chosen, strict=False)
+                                      if group.suffix in suffixes))
+            if len(providers) > 1 and not any(
+                    all(self.world.is_ancestor_or_self(top, other) for other in providers)
+                    for top in providers):
+                return False
+        return True
+
+
+def _round_robin(iterators: list[Iterator[Result]]) -> Iterator[Result]:
+    active = list(iterators)
+    while active:
+        still_active = []
+        for iterator in active:
+            for item in itertools.islice(iterator, 1):
+                yield item
+                still_active.append(iterator)
+        active = still_active
+
+
+def _unique(results: Iterable[Result]) -> Iterator[Result]:
+    seen: set[tuple] = set()
+    for result in results:
+        key = result.key()
+        if key not in seen:
+            seen.add(key)
+            yield result
+
+
+def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
+    """The allocation requests for ``groups`` (section 4), at most
+    ``max_candidates`` (if > 0) and ``limit`` of them."""
+    root_traits = options.root_traits
+
+    def root_allowed(root_id: int) -> bool:
+        return root_traits.satisfied_by(world.providers[root_id].traits)
+
+    by_anchor: list[dict[int, list[GroupCandidate]]] = []
+    for group in groups:
+        buckets: dict[int, list[GroupCandidate]] = defaultdict(list)
+        for candidate in group_candidates(world, group, root_allowed):
+            buckets[candidate.anchor].append(candidate)
+        if not buckets:
+            return []
+        by_anchor.append(buckets)
+    viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
+
+    combiner = _Combiner(world, groups, options)
+    per_anchor = [combiner.results([buckets[anchor] for buckets in by_anchor])
+                  for anchor in viable]
+    stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
+    stream = _unique(stream)
+    if options.max_candidates > 0:
+        stream = itertools.islice(stream, options.max_candidates)
+    if options.randomize:
+        return _random_sample(stream, options.limit)
+    return list(itertools.islice(stream, options.limit))
+
+
+def _random_sample(stream: Iterable[Result], limit: int | None) -> list[Result]:
+    """A uniformly random sample of ``limit`` results (all of them if None),
+    in random order, keeping at most ``limit`` in memory (reservoir)."""
+    if limit is None:
+        results = list(stream)
+    else:
+        results = []
+        for seen, result in enumerate(stream):
+            if seen < limit:
+                results.append(result)
+            else:
+                slot = random.randint(0, seen)
+                if slot < limit:
+                    results[slot] = result
+    random.shuffle(results)
+    return results
