@@ -187,7 +187,8 @@ def _load_world(connection: sa.engine.Connection, groups: list[RequestGroup],
         for row in connection.execute(
                 sa.select(_rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id,
                           _rp.c.root_provider_id)
-                .where(_rp.c.root_provider_id.in_(chunk))):
+                .where(_rp.c.root_provider_id.in_(chunk))
+                .order_by(_rp.c.id)):
             providers[row.id] = Provider(row.id, row.uuid, row.parent_provider_id,
                                          row.root_provider_id)
     for row in inventory_rows:
