@@ -250,85 +250,145 @@ def _spread_candidates(world: World, group: RequestGroup,
 
 # Combining groups --------------------------------------------------------
 
-class _Combiner:
-    """Depth-first choice of one candidate per group within one anchor,
-    abandoning a partial choice as soon as it breaks a rule."""
+class _AnchorSearch:
+    """One candidate per group within one anchor tree, chosen depth-first.
 
-    def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions):
+    A choice is kept only while the partial combination still obeys every
+    rule: summed amounts fit (they only grow as groups are added),
+    ``isolate`` keeps granular providers apart, each ``same_subtree`` holds
+    once all its groups are chosen, and below 1.29 in a nested world no
+    second provider of a tree gives resources. The search is iterative (no
+    generator per level) because it may visit many thousands of choices.
+    """
+
+    def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions,
+                 per_group: list[list[GroupCandidate]]):
         self.world = world
         self.groups = groups
+        self.per_group = per_group
         self.isolate = options.group_policy == ISOLATE
         self.one_provider_per_tree = not options.nested_aware and world.has_nesting
-        # same_subtree constraints, each checked once its last group is chosen
         depth_of = {group.suffix: depth for depth, group in enumerate(groups)}
         self.subtree_checks: dict[int, list[list[str]]] = defaultdict(list)
         for suffixes in options.same_subtree:
             self.subtree_checks[max(depth_of[s] for s in suffixes)].append(suffixes)
+        # the state of the current partial combination
+        self.chosen: list[GroupCandidate] = []
+        self.totals: dict[tuple[int, str], int] = {}
+        self.isolated: set[int] = set()
+        self.tree_giver: dict[int, int] = {}  # root -> the provider giving there
 
-    def results(self, per_group: list[list[GroupCandidate]]) -> Iterator[Result]:
-        chosen: list[GroupCandidate] = []
-        totals: dict[tuple[int, str], int] = {}
-        isolated: set[int] = set()
-        tree_giver: dict[int, int] = {}  # root -> the provider giving resources there
+    def feasible(self) -> bool:
+        """Cheap necessary conditions, checked before searching: enough
+        distinct providers for the isolated groups, enough free capacity
+        per class among the providers offered."""
+        if self.isolate:
+            granular = [candidates for group, candidates in zip(self.groups, self.per_group,
+                                                                 strict=True) if group.granular]
+            offered = set().union(*(c.providers for cs in granular for c in cs))
+            if len(offered) < len(granular):
+                return False
+        wanted: dict[str, int] = defaultdict(int)
+        for group in self.groups:
+            for class_name, amount in group.resources.items():
+                wanted[class_name] += amount
+        offered_by_class: dict[str, set[int]] = defaultdict(set)
+        for candidates in self.per_group:
+            for candidate in candidates:
+                for provider_id, class_name, _ in candidate.allocations:
+                    offered_by_class[class_name].add(provider_id)
+        for class_name, amount in wanted.items():
+            free = sum(max(0, inventory.capacity - inventory.used)
+                       for inventory in (self.world.providers[p].inventories[class_name]
+                                         for p in offered_by_class[class_name]))
+            if free < amount:
+                return False
+        return True
 
-        def extend(depth: int) -> Iterator[Result]:
-            if depth == len(per_group):
-                mappings = {group.suffix: candidate.providers
-                            for group, candidate in zip(self.groups, chosen, strict=True)}
-                yield Result(dict(totals), mappings)
-                return
-            granular = self.groups[depth].granular
-            for candidate in per_group[depth]:
-                if granular and self.isolate and not candidate.providers.isdisjoint(isolated):
-                    continue
-                undo = self._add(candidate, totals, tree_giver)
-                if undo is None:
-                    continue
-                chosen.append(candidate)
-                if granular and self.isolate:
-                    isolated.update(candidate.providers)
-                if self._same_subtree_holds(depth, chosen):
-                    yield from extend(depth + 1)
-                if granular and self.isolate:
-                    isolated.difference_update(candidate.providers)
-                chosen.pop()
-                self._remove(undo, totals, tree_giver)
+    def results(self) -> Iterator[Result]:
+        if not self.feasible():
+            return
+        last = len(self.per_group) - 1
+        next_index = [0] * len(self.per_group)
+        depth = 0
+        while depth >= 0:
+            candidates = self.per_group[depth]
+            if next_index[depth] == len(candidates):
+                # this level is exhausted: go back and try the next choice above
+                next_index[depth] = 0
+                depth -= 1
+                if depth >= 0:
+                    self._release(depth)
+                continue
+            candidate = candidates[next_index[depth]]
+            next_index[depth] += 1
+            if not self._take(depth, candidate):
+                continue
+            if depth < last:
+                depth += 1
+                continue
+            yield Result(dict(self.totals), {
+                group.suffix: chosen.providers
+                for group, chosen in zip(self.groups, self.chosen, strict=True)})
+            self._release(depth)
 
-        yield from extend(0)
-
-    def _add(self, candidate: GroupCandidate, totals: dict, tree_giver: dict
-             ) -> list | None:
-        """Add the candidate's amounts; None (and nothing changed) if they do
-        not fit, else what to undo."""
-        undo = []
+    def _take(self, depth: int, candidate: GroupCandidate) -> bool:
+        """Add ``candidate`` for the group at ``depth`` if the partial
+        combination stays valid; leave everything unchanged otherwise."""
+        isolated = self.isolate and self.groups[depth].granular
+        if isolated and not candidate.providers.isdisjoint(self.isolated):
+            return False
+        added = 0
         for provider_id, class_name, amount in candidate.allocations:
+            if not self._add_amount(provider_id, class_name, amount):
+                self._remove_amounts(candidate.allocations[:added])
+                return False
+            added += 1
+        self.chosen.append(candidate)
+        if isolated:
+            self.isolated.update(candidate.providers)
+        if not self._same_subtree_holds(depth):
+            self._release(depth)
+            return False
+        return True
+
+    def _release(self, depth: int) -> None:
+        """Undo ``_take`` of the last chosen candidate (at ``depth``)."""
+        candidate = self.chosen.pop()
+        if self.isolate and self.groups[depth].granular:
+            self.isolated.difference_update(candidate.providers)
+        self._remove_amounts(candidate.allocations)
+
+    def _add_amount(self, provider_id: int, class_name: str, amount: int) -> bool:
+        key = (provider_id, class_name)
+        total = self.totals.get(key, 0) + amount
+        provider = self.world.providers[provider_id]
+        if not provider.inventories[class_name].fits_total(total):
+            return False
+        if self.one_provider_per_tree:
+            if self.tree_giver.setdefault(provider.root_id, provider_id) != provider_id:
+                return False
+        self.totals[key] = total
+        return True
+
+    def _remove_amounts(self, allocations: Iterable[tuple[int, str, int]]) -> None:
+        for provider_id, class_name, amount in allocations:
             key = (provider_id, class_name)
-            total = totals.get(key, 0) + amount
-            provider = self.world.providers[provider_id]
-            fits = provider.inventories[class_name].fits_total(total)
-            if fits and self.one_provider_per_tree:
-                giver = tree_giver.get(provider.root_id, provider_id)
-                fits = giver == provider_id
-            if not fits:
-                self._remove(undo, totals, tree_giver)
-                return None
-            undo.append((key, amount, provider.root_id not in tree_giver))
-            totals[key] = total
-            tree_giver.setdefault(provider.root_id, provider_id)
-        return undo
+            self.totals[key] -= amount
+            if not self.totals[key]:
+                del self.totals[key]
+                if self.one_provider_per_tree:
+                    self._forget_giver(provider_id)
 
-    def _remove(self, undo: list, totals: dict, tree_giver: dict) -> None:
-        for key, amount, claimed_tree in reversed(undo):
-            totals[key] -= amount
-            if not totals[key]:
-                del totals[key]
-            if claimed_tree:
-                del tree_giver[self.world.providers[key[0]].root_id]
+    def _forget_giver(self, provider_id: int) -> None:
+        """The provider gives nothing any more: its tree is free again."""
+        if not any(key[0] == provider_id for key in self.totals):
+            del self.tree_giver[self.world.providers[provider_id].root_id]
 
-    def _same_subtree_holds(self, depth: int, chosen: list[GroupCandidate]) -> bool:
+    def _same_subtree_holds(self, depth: int) -> bool:
         for suffixes in self.subtree_checks.get(depth, ()):
-            providers = set().union(*(candidate.providers
-                                      for group, candidate in zip(self.groups, chosen, strict=False)
+            providers = set().union(*(chosen.providers for group, chosen
+                                      in zip(self.groups, self.chosen, strict=False)
                                       if group.suffix in suffixes))
             if len(providers) > 1 and not any(
                     all(self.world.is_ancestor_or_self(top, other) for other in providers)
@@ -375,11 +435,14 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
         by_anchor.append(buckets)
     viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
 
-    combiner = _Combiner(world, groups, options)
-    per_anchor = [combiner.results([buckets[anchor] for buckets in by_anchor])
+    per_anchor = [_AnchorSearch(world, groups, options,
+                                [buckets[anchor] for buckets in by_anchor]).results()
                   for anchor in viable]
     stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
-    stream = _unique(stream)
+    if world.sharing_anchors:
+        # Only a sharing provider, reachable from several anchors, can make
+        # the same result appear twice.
+        stream = _unique(stream)
     if options.max_candidates > 0:
         stream = itertools.islice(stream, options.max_candidates)
     if options.randomize:
