@@ -50,7 +50,7 @@ def test_resources_empty(value):
 
 @pytest.mark.parametrize("value, element", [
     ("VCPU", "VCPU"), ("VCPU:1,", ""), ("VCPU:1:2", "VCPU:1:2"), ("VCPU:1,DISK_GB", "DISK_GB"),
-])
+], ids=lambda value: "case")
 def test_resources_badly_formed_element(value, element):
     assert message_of(query.parse_resources, value) == (
         "Badly formed resources parameter. Expected resources query string "
@@ -123,7 +123,8 @@ def test_required_any_of_refused_below_1_39():
         "only supported since microversion 1.39. Got: in:A,B")
 
 
-@pytest.mark.parametrize("value", ["in:", "in:A,", "in:A,,B"])
+@pytest.mark.parametrize(
+    "value", ["in:", "in:A,", "in:A,,B"], ids=["empty", "trailing", "middle"])
 def test_required_any_of_empty_trait(value):
     assert message_of(query.parse_required, [value], LATEST) == (
         "Invalid query string parameters: Expected 'required' parameter value of the "
@@ -217,7 +218,7 @@ def test_member_of_comma_needs_in_prefix():
 
 @pytest.mark.parametrize("value, bad", [
     ("bogus", "bogus"), (f"in:{AGG1},!{AGG2}", f"!{AGG2}"), ("in:", ""), ("", ""),
-])
+], ids=lambda value: "case")
 def test_member_of_invalid_uuid(value, bad):
     assert message_of(query.parse_member_of, [value], LATEST) == (
         "Invalid query string parameters: Expected 'member_of' parameter to contain "
