@@ -121,24 +121,26 @@ def _inventories(connection: sa.engine.Connection, condition: sa.ColumnElement
                  ) -> list[sa.Row]:
     """Inventory rows matching ``condition`` with ``used`` (sum of allocations)."""
     used = (
-        sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0))
+        # cast: SUM is a DECIMAL on MySQL
+        sa.select(sa.cast(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0), sa.Integer))
         .where(_alloc.c.resource_provider_id == _inv.c.resource_provider_id,
                _alloc.c.resource_class_id == _inv.c.resource_class_id)
         .scalar_subquery()
     )
     return connection.execute(
-        sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id, _inv.c.total,
-                  _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit, _inv.c.step_size,
-                  _inv.c.allocation_ratio, used.label("used"),
-                  _rp.c.root_provider_id)
+        sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
+                  _rp.c.root_provider_id,
+                  # the fields of Inventory, in order (see _inventory_of)
+                  _inv.c.total, _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit,
+                  _inv.c.step_size, _inv.c.allocation_ratio, used.label("used"))
         .join(_rp, _rp.c.id == _inv.c.resource_provider_id)
         .where(condition)
     ).all()
 
 
 def _inventory_of(row: sa.Row) -> Inventory:
-    return Inventory(row.total, row.reserved, row.min_unit, row.max_unit, row.step_size,
-                     row.allocation_ratio, int(row.used))
+    # positional: attribute access on thousands of rows costs more
+    return Inventory(*row[3:])
 
 
 def _sharing_anchors(connection: sa.engine.Connection) -> dict[int, set[int]]:
@@ -181,40 +183,42 @@ def _load_world(connection: sa.engine.Connection, groups: list[RequestGroup],
     ).first() is not None
     sharing_anchors = _sharing_anchors(connection)
 
-    roots = {row.root_provider_id for row in inventory_rows}.union(*sharing_anchors.values())
+    roots = {row[2] for row in inventory_rows}.union(*sharing_anchors.values())
     providers: dict[int, Provider] = {}
     for chunk in _chunks(roots):
-        for row in connection.execute(
+        for provider_id, uuid, parent_id, root_id in connection.execute(
                 sa.select(_rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id,
                           _rp.c.root_provider_id)
                 .where(_rp.c.root_provider_id.in_(chunk))
                 .order_by(_rp.c.id)):
-            providers[row.id] = Provider(row.id, row.uuid, row.parent_provider_id,
-                                         row.root_provider_id)
+            providers[provider_id] = Provider(provider_id, uuid, parent_id, root_id)
     for row in inventory_rows:
-        providers[row.resource_provider_id].inventories[
-            class_names[row.resource_class_id]] = _inventory_of(row)
+        providers[row[0]].inventories[class_names[row[1]]] = _inventory_of(row)
 
     trait_names = set(options.root_traits.names()).union(
         *(group.traits.names() for group in groups))
+    traits: dict[int, set[str]] = defaultdict(set)
     if trait_names:
-        for row in connection.execute(
+        for provider_id, name in connection.execute(
                 sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
                 .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
                 .where(_trait.c.name.in_(sorted(trait_names)))):
-            if row.resource_provider_id in providers:
-                providers[row.resource_provider_id].traits.add(row.name)
+            traits[provider_id].add(name)
 
     aggregate_uuids = set().union(*(set().union(*group.aggregates.required,
                                                 group.aggregates.forbidden)
                                     for group in groups))
+    aggregates: dict[int, set[str]] = defaultdict(set)
     for chunk in _chunks(aggregate_uuids):
-        for row in connection.execute(
+        for provider_id, aggregate_uuid in connection.execute(
                 sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
                 .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
                 .where(_agg.c.uuid.in_(chunk))):
-            if row.resource_provider_id in providers:
-                providers[row.resource_provider_id].aggregates.add(row.uuid)
+            aggregates[provider_id].add(aggregate_uuid)
+    for provider_id in traits.keys() & providers.keys():
+        providers[provider_id].traits = frozenset(traits[provider_id])
+    for provider_id in aggregates.keys() & providers.keys():
+        providers[provider_id].aggregates = frozenset(aggregates[provider_id])
 
     in_tree_uuids = {group.in_tree for group in groups if group.in_tree is not None}
     tree_roots_by_uuid = {}

@@ -27,7 +27,8 @@ from placement.objects.inventory import capacity
 ISOLATE = "isolate"
 
 
-@dataclasses.dataclass
+# slots: a request may load thousands of these
+@dataclasses.dataclass(slots=True)
 class Inventory:
     total: int
     reserved: int
@@ -52,7 +53,7 @@ class Inventory:
         return self.used + amount <= self.capacity and amount <= self.max_unit
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Provider:
     id: int
     uuid: str
@@ -60,8 +61,8 @@ class Provider:
     root_id: int
     # Only the classes, traits and aggregates the request names are loaded.
     inventories: dict[str, Inventory] = dataclasses.field(default_factory=dict)
-    traits: set[str] = dataclasses.field(default_factory=set)
-    aggregates: set[str] = dataclasses.field(default_factory=set)
+    traits: frozenset[str] = frozenset()
+    aggregates: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass
@@ -73,6 +74,14 @@ class World:
     has_nesting: bool
     # in_tree uuid -> root id of its tree (absent: no such provider).
     tree_roots_by_uuid: dict[str, int]
+    # class name -> providers with an inventory of it
+    providers_by_class: dict[str, list[Provider]] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.providers_by_class = defaultdict(list)
+        for provider in self.providers.values():
+            for class_name in provider.inventories:
+                self.providers_by_class[class_name].append(provider)
 
     @property
     def spread_unsuffixed(self) -> bool:
@@ -166,7 +175,7 @@ def _single_candidates(world: World, group: RequestGroup,
     """All resources of the group from one provider (section 3b)."""
     tree_root = _tree_root(world, group)
     candidates = []
-    for provider in world.providers.values():
+    for provider in world.providers_by_class[min(group.resources)]:
         if tree_root is not None and provider.root_id != tree_root:
             continue
         if not all(class_name in provider.inventories
@@ -207,9 +216,8 @@ def _spread_candidates(world: World, group: RequestGroup,
     # anchor -> class name -> providers able to give that class
     options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for class_name, amount in sorted(group.resources.items()):
-        for provider in world.providers.values():
-            inventory = provider.inventories.get(class_name)
-            if inventory is None or not inventory.fits(amount):
+        for provider in world.providers_by_class[class_name]:
+            if not provider.inventories[class_name].fits(amount):
                 continue
             if tree_root is not None and provider.root_id != tree_root:
                 continue
