@@ -11,6 +11,8 @@ and traits are checked for existence by the caller afterwards.
 
 from __future__ import annotations
 
+import uuid as uuid_module
+
 from oslo_utils import uuidutils
 
 from placement import errors
@@ -170,12 +172,12 @@ def _parse_member_of_value(value: str) -> tuple[bool, set[str]]:
 
 
 def parse_in_tree(value: str) -> str:
-    """An ``in_tree<S>`` value: any uuid-like string (lenient)."""
-    uuid = value.strip()
-    if not uuidutils.is_uuid_like(uuid):
+    """An ``in_tree<S>`` value: any uuid-like string (lenient), returned in
+    the canonical lower-case dashed form providers are stored with."""
+    if not uuidutils.is_uuid_like(value.strip()):
         raise errors.bad_request(
             f"{_INVALID}Expected 'in_tree' parameter to be a format of uuid. Got: {value}")
-    return uuid
+    return str(uuid_module.UUID(value.strip()))
 
 
 def parse_same_subtree(values: list[str]) -> list[list[str]]:

@@ -234,7 +234,7 @@ def test_member_of_lenient_uuids_accepted():
 
 def test_in_tree_lenient_uuid():
     assert query.parse_in_tree(f" {AGG1} ") == AGG1
-    assert query.parse_in_tree(AGG1.replace("-", "")) == AGG1.replace("-", "")
+    assert query.parse_in_tree(AGG1.replace("-", "").upper()) == AGG1
 
 
 def test_in_tree_invalid():
