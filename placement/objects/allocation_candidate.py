@@ -19,7 +19,7 @@ from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
-from placement.objects import resource_class, trait
+from placement.objects import resource_class, resource_provider, trait
 from placement.objects.candidate_search import (
     Inventory,
     Provider,
@@ -183,13 +183,20 @@ def _load_world(connection: sa.engine.Connection, groups: list[RequestGroup],
     ).first() is not None
     sharing_anchors = _sharing_anchors(connection)
 
+    # Providers without a requested class matter only to resourceless groups
+    # and same_subtree (and to summaries, loaded later): load whole trees
+    # only when the request has those.
     roots = {row[2] for row in inventory_rows}.union(*sharing_anchors.values())
+    if options.same_subtree or not all(group.resources for group in groups):
+        wanted, column = roots, _rp.c.root_provider_id
+    else:
+        wanted, column = roots | {row[0] for row in inventory_rows}, _rp.c.id
     providers: dict[int, Provider] = {}
-    for chunk in _chunks(roots):
+    for chunk in _chunks(wanted):
         for provider_id, uuid, parent_id, root_id in connection.execute(
                 sa.select(_rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id,
                           _rp.c.root_provider_id)
-                .where(_rp.c.root_provider_id.in_(chunk))
+                .where(column.in_(chunk))
                 .order_by(_rp.c.id)):
             providers[provider_id] = Provider(provider_id, uuid, parent_id, root_id)
     for row in inventory_rows:
@@ -237,24 +244,27 @@ def _summaries(connection: sa.engine.Connection, world: World, results: list[Res
     giving providers themselves below 1.29 in a nested world)."""
     giving = {provider_id for result in results for provider_id, _ in result.allocations}
     if nested_aware or not world.has_nesting:
-        trees = {world.providers[provider_id].root_id for provider_id in giving}
-        summarized = sorted(p.id for p in world.providers.values() if p.root_id in trees)
+        wanted = {world.providers[provider_id].root_id for provider_id in giving}
+        column = _rp.c.root_provider_id
     else:
-        summarized = sorted(giving)
-    if not summarized:
-        return []
-
+        wanted, column = giving, _rp.c.id
+    summarized: list[sa.Row] = []
     traits: dict[int, list[str]] = defaultdict(list)
-    resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
     inventory_rows = []
-    for chunk in _chunks(summarized):
-        for row in connection.execute(
+    for chunk in _chunks(wanted):
+        rows = connection.execute(
+            resource_provider.select_providers().where(column.in_(chunk))).all()
+        summarized += rows
+        provider_ids = [row.id for row in rows]
+        for provider_id, name in connection.execute(
                 sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
                 .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
-                .where(_rp_trait.c.resource_provider_id.in_(chunk))
+                .where(_rp_trait.c.resource_provider_id.in_(provider_ids))
                 .order_by(_trait.c.id)):
-            traits[row.resource_provider_id].append(row.name)
-        inventory_rows += _inventories(connection, _inv.c.resource_provider_id.in_(chunk))
+            traits[provider_id].append(name)
+        inventory_rows += _inventories(connection, _inv.c.resource_provider_id.in_(provider_ids))
+
+    resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
     class_names = resource_class.names_from_ids(
         connection, {row.resource_class_id for row in inventory_rows})
     for row in sorted(inventory_rows, key=lambda row: row.resource_class_id):
@@ -264,15 +274,13 @@ def _summaries(connection: sa.engine.Connection, world: World, results: list[Res
             resources[row.resource_provider_id][class_name] = ResourceSummary(
                 inventory.capacity, inventory.used)
 
-    summaries = []
-    for provider_id in summarized:
-        provider = world.providers[provider_id]
-        parent = world.providers.get(provider.parent_id) if provider.parent_id else None
-        summaries.append(ProviderSummary(
-            uuid=provider.uuid,
-            parent_provider_uuid=parent.uuid if parent else None,
-            root_provider_uuid=world.providers[provider.root_id].uuid,
-            resources=resources[provider_id],
-            traits=traits[provider_id],
-        ))
-    return summaries
+    return [
+        ProviderSummary(
+            uuid=row.uuid,
+            parent_provider_uuid=row.parent_provider_uuid,
+            root_provider_uuid=row.root_provider_uuid,
+            resources=resources[row.id],
+            traits=traits[row.id],
+        )
+        for row in sorted(summarized, key=lambda row: row.id)
+    ]
