@@ -80,23 +80,25 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     name). Unknown classes or traits raise InvalidInput. Summaries list every
     class a provider has when ``summarize_all_classes``, else only the
     requested ones."""
-    requested_classes = {name for group in groups for name in group.resources}
+    # in request order, so that the first unknown name is the one reported
+    requested_classes = list(dict.fromkeys(
+        name for group in groups for name in group.resources))
     try:
-        class_ids = resource_class.ids_from_names(connection, sorted(requested_classes))
+        class_ids = resource_class.ids_from_names(connection, requested_classes)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(
             f"Invalid resource class in resources parameter: {error}") from None
-    trait_names = set(options.root_traits.names()).union(
-        *(group.traits.names() for group in groups))
+    trait_names = [name for traits in [*(group.traits for group in groups), options.root_traits]
+                   for name in sorted(traits.names())]
     try:
-        trait.ids_from_names(connection, sorted(trait_names))
+        trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
 
     world = _load_world(connection, groups, options, class_ids)
     results = search(world, groups, options)
     summaries = _summaries(connection, world, results, options.nested_aware,
-                           None if summarize_all_classes else requested_classes)
+                           None if summarize_all_classes else set(requested_classes))
     return Candidates([_allocation_request(world, result) for result in results], summaries)
 
 
