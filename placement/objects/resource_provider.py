@@ -72,6 +72,10 @@ class ProviderHasChildren(exceptions.Conflict):
 
 PARENT_MISSING = "parent provider UUID does not exist."
 
+# Largest value an inventory field (max_unit among them) can hold; the
+# inventory schema caps every field there.
+MAX_INT = 2147483647
+
 
 def _now() -> datetime.datetime:
     return timeutils.utcnow().replace(tzinfo=None)
@@ -297,6 +301,10 @@ def has_capacity(resource_class_id: int, amount: int,
                  column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
     """The provider itself can take ``amount`` more of the class: unit
     limits, step size and remaining capacity of its inventory."""
+    if amount > MAX_INT:
+        # No max_unit is that large; the database (SQLite) could not even
+        # bind such an integer.
+        return sa.false()
     used = (sa.select(_alloc.c.resource_provider_id,
                       sa.func.sum(_alloc.c.used).label("used"))
             .where(_alloc.c.resource_class_id == resource_class_id)
