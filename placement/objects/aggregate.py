@@ -26,21 +26,27 @@ def uuids_of(connection: sa.engine.Connection, provider: ResourceProvider) -> li
     return [row.uuid for row in rows]
 
 
+def _existing_ids(connection: sa.engine.Connection, uuids: list[str]) -> dict[str, int]:
+    """{uuid: aggregate id} of the aggregates among ``uuids`` that exist."""
+    query = sa.select(_agg.c.uuid, _agg.c.id).where(_agg.c.uuid.in_(uuids))
+    return {row.uuid: row.id for row in connection.execute(query)}
+
+
 def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) -> dict[str, int]:
     """{uuid: aggregate id}, inserting the aggregates not seen before."""
-    query = sa.select(_agg.c.uuid, _agg.c.id).where(_agg.c.uuid.in_(uuids))
-    found = {row.uuid: row.id for row in connection.execute(query)}
+    found = _existing_ids(connection, uuids)
     now = timeutils.utcnow().replace(tzinfo=None)
     for uuid in uuids:
         if uuid in found:
             continue
         try:
-            with connection.begin_nested():
-                found[uuid] = connection.execute(
-                    sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
-        except db_exc.DBDuplicateEntry:
-            # Another request created it meanwhile; use theirs.
-            found[uuid] = connection.scalar(sa.select(_agg.c.id).where(_agg.c.uuid == uuid))
+            found[uuid] = connection.execute(
+                sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
+        except db_exc.DBDuplicateEntry as error:
+            # Another request created it since our read. Under REPEATABLE
+            # READ (MySQL) this transaction can never see that row: do the
+            # whole write again in a new transaction (db_api.write retries).
+            raise db_exc.RetryRequest(error) from None
     return found
 
 
