@@ -165,7 +165,8 @@ def create(connection: sa.engine.Connection, name: str, uuid: str,
         raise ProviderActionError("create", "name is required")
     parent = None
     if parent_uuid is not None:
-        parent_uuid = normalize_uuid(parent_uuid)
+        # The parent is looked up as given (only the new provider's own
+        # uuid is normalised): another form of its uuid names no provider.
         if parent_uuid == uuid:
             raise ProviderActionError(
                 "create", "parent provider UUID cannot be same as UUID. Please set "
@@ -224,7 +225,7 @@ def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvid
     """The new parent provider (None for no parent), after the tree rules."""
     parent = None
     if parent_uuid is not None:
-        parent = find_by_uuid(connection, normalize_uuid(parent_uuid))
+        parent = find_by_uuid(connection, parent_uuid)
         if parent is None:
             # Upstream names the action "create" here although it is an update.
             raise ProviderActionError("create", PARENT_MISSING)
