@@ -40,13 +40,16 @@ def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) ->
         if uuid in found:
             continue
         try:
-            found[uuid] = connection.execute(
-                sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
-        except db_exc.DBDuplicateEntry as error:
-            # Another request created it since our read. Under REPEATABLE
-            # READ (MySQL) this transaction can never see that row: do the
-            # whole write again in a new transaction (db_api.write retries).
-            raise db_exc.RetryRequest(error) from None
+            with connection.begin_nested():
+                found[uuid] = connection.execute(
+                    sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
+        except db_exc.DBDuplicateEntry:
+            # Another request created it since our read, or (MySQL's
+            # case-insensitive collation) it exists in another letter case.
+            # A plain read would not see the former under REPEATABLE READ;
+            # a locking read sees the latest committed row.
+            found[uuid] = connection.scalar(
+                sa.select(_agg.c.id).where(_agg.c.uuid == uuid).with_for_update())
     return found
 
 

@@ -1,6 +1,7 @@
 """An aggregate or trait created by a concurrent request between our read
-and our insert: the write starts again in a new transaction (under MySQL's
-REPEATABLE READ the old transaction could never see the other's row)."""
+and our insert. Under MySQL's REPEATABLE READ a plain read in the same
+transaction could never see the other's row: aggregates are re-read with a
+locking read, a trait write starts again in a new transaction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid as uuid_lib
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from placement import exceptions
 from placement.db import api as db_api
@@ -54,18 +56,27 @@ def _blind_first_time(monkeypatch, module, name, blind_result):
     monkeypatch.setattr(module, name, first_blind)
 
 
-def test_aggregate_created_meanwhile_retries_in_a_new_transaction(db, transactions,
-                                                                  monkeypatch):
+def test_aggregate_created_meanwhile_is_reread_with_a_locking_read(db, monkeypatch):
+    """Under REPEATABLE READ only a locking read sees a row committed after
+    the transaction's first read; SQLite drops FOR UPDATE, so the statements
+    are checked as MySQL would get them."""
     provider_uuid, aggregate_uuid = str(uuid_lib.uuid4()), str(uuid_lib.uuid4())
     db_api.write(db, rp_obj.create, "rp", provider_uuid)
     with db.writer() as conn:
         conn.execute(sa.insert(tables.placement_aggregates).values(uuid=aggregate_uuid))
-    transactions.clear()
     _blind_first_time(monkeypatch, aggregate_obj, "_existing_ids", dict)
+    selects = []
+
+    @sa.event.listens_for(db.engine, "before_execute")
+    def record(conn, clause, multiparams, params, execution_options):
+        if isinstance(clause, sa.Select):
+            selects.append(str(clause.compile(dialect=mysql.dialect())))
 
     db_api.write(db, aggregate_obj.set_for_provider, provider_uuid, [aggregate_uuid])
+    sa.event.remove(db.engine, "before_execute", record)
 
-    assert len(transactions) == 2
+    assert any("FROM placement_aggregates" in sql and sql.endswith("FOR UPDATE")
+               for sql in selects)
     with db.reader() as conn:
         provider = rp_obj.get_by_uuid(conn, provider_uuid)
         assert aggregate_obj.uuids_of(conn, provider) == [aggregate_uuid]
