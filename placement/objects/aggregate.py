@@ -53,12 +53,17 @@ def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) ->
     return found
 
 
+def _linked_ids(connection: sa.engine.Connection, provider: ResourceProvider) -> set[int]:
+    """Ids of the aggregates the provider is associated with."""
+    return set(connection.scalars(sa.select(_rp_agg.c.aggregate_id).where(
+        _rp_agg.c.resource_provider_id == provider.id)))
+
+
 def replace(connection: sa.engine.Connection, provider: ResourceProvider,
             uuids: list[str]) -> None:
     """Make ``uuids`` exactly the provider's aggregates (kept as given)."""
     wanted = _ids_creating_missing(connection, uuids) if uuids else {}
-    current = set(connection.scalars(sa.select(_rp_agg.c.aggregate_id).where(
-        _rp_agg.c.resource_provider_id == provider.id)))
+    current = _linked_ids(connection, provider)
     stale = current - set(wanted.values())
     if stale:
         connection.execute(sa.delete(_rp_agg).where(
@@ -84,5 +89,12 @@ def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
             rp_obj.increment_generation(connection, provider)
         except exceptions.ConcurrentUpdate as error:
             raise exceptions.ConcurrentUpdate(f"Update conflict: {error}") from None
-    replace(connection, provider, uuids)
+    try:
+        replace(connection, provider, uuids)
+    except db_exc.DBDuplicateEntry:
+        # Below 1.19 nothing serialises writers of one provider: another
+        # request linked the same aggregate since our read.
+        raise exceptions.ConcurrentUpdate(
+            f"Update conflict: the aggregates of resource provider {provider.uuid} "
+            "were changed by another request.") from None
     return provider

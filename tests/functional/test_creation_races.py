@@ -97,3 +97,21 @@ def test_trait_created_meanwhile_retries_in_a_new_transaction(db, transactions, 
 
     assert (trait.name, created) == ("CUSTOM_RACED", False)
     assert len(transactions) == 2
+
+
+def test_aggregate_linked_meanwhile_is_an_update_conflict(db, monkeypatch):
+    """Two writers below 1.19 linking the same aggregate to one provider:
+    the later one gets ConcurrentUpdate ("Update conflict", a 409), not a
+    database error, and its transaction changes nothing."""
+    provider_uuid, aggregate_uuid = str(uuid_lib.uuid4()), str(uuid_lib.uuid4())
+    db_api.write(db, rp_obj.create, "rp", provider_uuid)
+    db_api.write(db, aggregate_obj.set_for_provider, provider_uuid, [aggregate_uuid])
+    _blind_first_time(monkeypatch, aggregate_obj, "_linked_ids", set)
+
+    with pytest.raises(exceptions.ConcurrentUpdate, match="^Update conflict: "):
+        db_api.write(db, aggregate_obj.set_for_provider, provider_uuid, [aggregate_uuid])
+
+    with db.reader() as conn:
+        provider = rp_obj.get_by_uuid(conn, provider_uuid)
+        assert aggregate_obj.uuids_of(conn, provider) == [aggregate_uuid]
+        assert provider.generation == 0
