@@ -202,6 +202,8 @@ def _subtree_ids(connection: sa.engine.Connection, provider: ResourceProvider) -
     subtree, pending = set(), [provider.id]
     while pending:
         current = pending.pop()
+        if current in subtree:
+            continue  # never loop forever, even over a corrupt tree
         subtree.add(current)
         pending.extend(children_of.get(current, []))
     return subtree
@@ -242,6 +244,22 @@ def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvid
     return parent
 
 
+def _lock_trees(connection: sa.engine.Connection, uuids: list[str]) -> None:
+    """Lock the providers ``uuids`` and the roots of their trees, as the
+    first statement of the transaction. Two moves that together could make
+    a loop (A under a descendant of B, B under a descendant of A) involve
+    the same trees, so they wait for each other here; and a transaction
+    that waited reads (MySQL REPEATABLE READ takes its snapshot at the first
+    plain read, after this) the tree the other one left. SQLite ignores FOR
+    UPDATE; its writers are serialised anyway."""
+    connection.execute(
+        sa.select(_rp.c.id, _root.c.id)
+        .join(_root, _root.c.id == _rp.c.root_provider_id)
+        .where(_rp.c.uuid.in_(uuids))
+        .order_by(_root.c.id)
+        .with_for_update())
+
+
 # Sentinel: leave the parent as it is (None means "make it a root").
 UNCHANGED = object()
 
@@ -252,6 +270,8 @@ def update(connection: sa.engine.Connection, uuid: str, name: str,
     """Rename provider ``uuid`` and, when ``parent_uuid`` is passed, move it
     in the trees (None: make it a root). Moving a provider that has a parent
     needs ``allow_reparenting``. The generation does not change."""
+    if parent_uuid is not UNCHANGED:
+        _lock_trees(connection, [uuid] if parent_uuid is None else [uuid, parent_uuid])
     provider = get_by_uuid(connection, uuid)
     if parent_uuid is not UNCHANGED:
         parent = _check_new_parent(connection, provider, parent_uuid, allow_reparenting)

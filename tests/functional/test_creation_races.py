@@ -115,3 +115,30 @@ def test_aggregate_linked_meanwhile_is_an_update_conflict(db, monkeypatch):
         provider = rp_obj.get_by_uuid(conn, provider_uuid)
         assert aggregate_obj.uuids_of(conn, provider) == [aggregate_uuid]
         assert provider.generation == 0
+
+
+@pytest.mark.parametrize("new_parent", ["other", None])
+def test_tree_moves_first_lock_the_trees_involved(db, new_parent):
+    """Two concurrent moves can make a loop together (A under a child of B,
+    B under a child of A) while each alone is fine: a move starts by locking
+    the moved provider, the new parent and their roots, before any plain read
+    (which would fix a MySQL REPEATABLE READ snapshot). SQLite drops FOR
+    UPDATE, so the statements are checked as MySQL would get them."""
+    moved, other = str(uuid_lib.uuid4()), str(uuid_lib.uuid4())
+    db_api.write(db, rp_obj.create, "moved", moved)
+    db_api.write(db, rp_obj.create, "other", other)
+    parent_uuid = other if new_parent else None
+    statements = []
+
+    @sa.event.listens_for(db.engine, "before_execute")
+    def record(conn, clause, multiparams, params, execution_options):
+        if isinstance(clause, sa.Select):
+            statements.append(clause)
+
+    db_api.write(db, rp_obj.update, moved, "moved", parent_uuid, allow_reparenting=True)
+    sa.event.remove(db.engine, "before_execute", record)
+
+    first = statements[0]
+    assert str(first.compile(dialect=mysql.dialect())).endswith("FOR UPDATE")
+    locked_uuids = first.whereclause.right.value
+    assert set(locked_uuids) == ({moved, other} if new_parent else {moved})
