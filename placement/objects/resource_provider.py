@@ -293,9 +293,10 @@ def update(connection: sa.engine.Connection, uuid: str, name: str,
 def delete(connection: sa.engine.Connection, uuid: str) -> None:
     """Delete the provider with its inventories, trait and aggregate links;
     refused while it has children or allocations."""
+    not_found = f"No resource provider with uuid {uuid} found for delete"
     provider = find_by_uuid(connection, uuid)
     if provider is None:
-        raise exceptions.NotFound(f"No resource provider with uuid {uuid} found for delete")
+        raise exceptions.NotFound(not_found)
     if connection.scalar(sa.select(_rp.c.id).where(
             _rp.c.parent_provider_id == provider.id).limit(1)) is not None:
         raise ProviderHasChildren(
@@ -311,7 +312,9 @@ def delete(connection: sa.engine.Connection, uuid: str) -> None:
     # backend's foreign-key check can object to the delete.
     connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
                        .values(root_provider_id=None))
-    connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id))
+    if connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id)).rowcount != 1:
+        # A concurrent delete got there after our read (MySQL, PostgreSQL).
+        raise exceptions.NotFound(not_found)
 
 
 # -- filters ---------------------------------------------------------------

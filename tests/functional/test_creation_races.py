@@ -142,3 +142,16 @@ def test_tree_moves_first_lock_the_trees_involved(db, new_parent):
     assert str(first.compile(dialect=mysql.dialect())).endswith("FOR UPDATE")
     locked_uuids = first.whereclause.right.value
     assert set(locked_uuids) == ({moved, other} if new_parent else {moved})
+
+
+def test_provider_deleted_meanwhile_is_not_found_for_delete(db, monkeypatch):
+    """A second concurrent DELETE read the provider before the first one
+    committed: it must answer 404, not claim a deletion it did not do."""
+    uuid = str(uuid_lib.uuid4())
+    stale = db_api.write(db, rp_obj.create, "doomed", uuid)
+    db_api.write(db, rp_obj.delete, uuid)
+    monkeypatch.setattr(rp_obj, "find_by_uuid", lambda connection, wanted: stale)
+
+    with pytest.raises(exceptions.NotFound, match=f"^No resource provider with uuid {uuid} "
+                                                  "found for delete$"):
+        db_api.write(db, rp_obj.delete, uuid)
