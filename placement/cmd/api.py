@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.setup(conf, "placement")
     choose_auth_strategy(conf)
     application = deploy.build_app(conf)
+    deploy.settle_memory()
     server = wsgi.Server((conf.host, conf.port), serve_http_quirks(application),
                          numthreads=conf.threads, server_name="placement-api")
     server.ConnectionClass = _Connection
