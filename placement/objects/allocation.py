@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
 from oslo_db import exception as db_exc
@@ -296,6 +296,16 @@ def _providers(connection: sa.engine.Connection, provider_ids: list[int]
     return [resource_provider.ResourceProvider(**row._mapping) for row in rows]
 
 
+def _providers_to_bump(connection: sa.engine.Connection, provider_ids: list[int],
+                       known: Mapping[int, resource_provider.ResourceProvider]
+                       ) -> list[resource_provider.ResourceProvider]:
+    """The providers of the write: the ``known`` ones as given, the others
+    read now."""
+    unknown = [provider_id for provider_id in provider_ids if provider_id not in known]
+    read = _providers(connection, unknown) if unknown else []
+    return [known[provider_id] for provider_id in provider_ids if provider_id in known] + read
+
+
 def _check_inventory_present(records: list[_Record], inventories: dict[Key, InventoryUsage]
                              ) -> None:
     """Every provider must have an inventory of at least one requested class."""
@@ -341,14 +351,22 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
                 "would exceed the capacity.")
 
 
-def write(connection: sa.engine.Connection, prepared: PreparedWrite) -> None:
+def write(connection: sa.engine.Connection, prepared: PreparedWrite,
+          known_providers: Mapping[int, resource_provider.ResourceProvider] | None = None
+          ) -> None:
     """Replace the allocations of the prepared consumers, in the caller's
     transaction. Raises ProviderGenerationRace when a provider changed
-    since this transaction read it; the caller must roll back."""
+    since this transaction read it; the caller must roll back.
+
+    ``known_providers`` (by id) are providers the caller already read and
+    checked: their generation is the one to compare-and-swap from, never
+    one read again here (under READ COMMITTED a new read would show, and
+    then overwrite, what a concurrent writer committed since). They are
+    updated in place with their new generation."""
     records = _records(connection, prepared)
     provider_ids = list(dict.fromkeys(record.provider_id for record in records))
     class_ids = list(dict.fromkeys(record.class_id for record in records))
-    providers = _providers(connection, provider_ids)
+    providers = _providers_to_bump(connection, provider_ids, known_providers or {})
     previously_used = usage_obj.used_by_providers(connection, provider_ids)
     consumer_uuids = [request.consumer_uuid for request in prepared.requests]
     connection.execute(sa.delete(_allocation).where(_allocation.c.consumer_id.in_(consumer_uuids)))
