@@ -236,11 +236,7 @@ def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations
             ) -> PreparedWrite:
     """The consumer checks (generation, creation, owner) in request order,
     then the existence of every provider named."""
-    consumers = [
-        consumer_obj.prepare(connection, request.consumer_uuid, request.owner,
-                             request.check_generation, request.generation)
-        for request in requests
-    ]
+    consumers = consumer_obj.prepare(connection, requests)
     named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
     provider_ids = {row.uuid: row.id for row in connection.execute(
         sa.select(_rp.c.uuid, _rp.c.id).where(_rp.c.uuid.in_(named)))}
@@ -260,6 +256,9 @@ def _records(connection: sa.engine.Connection, prepared: PreparedWrite) -> list[
         class_ids = resource_class.ids_from_names(connection, names)
     except exceptions.NotFound as error:
         raise UnknownResourceClass(str(error)) from None
+    cleared = _current_records(connection, [request.consumer_uuid
+                                            for request in prepared.requests
+                                            if not request.allocations])
     records = []
     for request in prepared.requests:
         if request.allocations:
@@ -269,22 +268,29 @@ def _records(connection: sa.engine.Connection, prepared: PreparedWrite) -> list[
                 for provider_uuid, resources in request.allocations.items()
                 for name, amount in resources.items())
         else:
-            records.extend(_current_records(connection, request.consumer_uuid))
+            records.extend(cleared[request.consumer_uuid])
     return records
 
 
-def _current_records(connection: sa.engine.Connection, consumer_uuid: str) -> list[_Record]:
+def _current_records(connection: sa.engine.Connection, consumer_uuids: list[str]
+                     ) -> dict[str, list[_Record]]:
+    """What these consumers hold now, as records with amount 0, by consumer."""
+    held: dict[str, list[_Record]] = {consumer_uuid: [] for consumer_uuid in consumer_uuids}
+    if not consumer_uuids:
+        return held
     rows = connection.execute(
-        sa.select(_allocation.c.resource_provider_id, _allocation.c.resource_class_id,
-                  _rp.c.uuid)
+        sa.select(_allocation.c.consumer_id, _allocation.c.resource_provider_id,
+                  _allocation.c.resource_class_id, _rp.c.uuid)
         .join(_rp, _rp.c.id == _allocation.c.resource_provider_id)
-        .where(_allocation.c.consumer_id == consumer_uuid)
+        .where(_allocation.c.consumer_id.in_(consumer_uuids))
         .order_by(_allocation.c.id)
     ).all()
     names = _class_names(connection, rows)
-    return [_Record(consumer_uuid, row.resource_provider_id, row.uuid,
-                    row.resource_class_id, names[row.resource_class_id], 0)
-            for row in rows]
+    for row in rows:
+        held[row.consumer_id].append(
+            _Record(row.consumer_id, row.resource_provider_id, row.uuid,
+                    row.resource_class_id, names[row.resource_class_id], 0))
+    return held
 
 
 def _providers(connection: sa.engine.Connection, provider_ids: list[int]
@@ -351,6 +357,27 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
                 "would exceed the capacity.")
 
 
+def _increment_provider_generations(connection: sa.engine.Connection,
+                                    providers: list[resource_provider.ResourceProvider]
+                                    ) -> None:
+    """Compare-and-swap every provider's generation to the next one in one
+    statement (no query per provider; the rows are locked in index order,
+    which keeps concurrent multi-provider writes from deadlocking).
+    ProviderGenerationRace when any of them moved."""
+    if not providers:
+        return
+    result = connection.execute(
+        sa.update(_rp)
+        .where(sa.or_(*(sa.and_(_rp.c.id == provider.id,
+                                _rp.c.generation == provider.generation)
+                        for provider in providers)))
+        .values(generation=_rp.c.generation + 1))
+    if result.rowcount != len(providers):
+        raise ProviderGenerationRace()
+    for provider in providers:
+        provider.generation += 1
+
+
 def write(connection: sa.engine.Connection, prepared: PreparedWrite,
           known_providers: Mapping[int, resource_provider.ResourceProvider] | None = None
           ) -> None:
@@ -381,14 +408,9 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     ]
     if new_rows:
         connection.execute(sa.insert(_allocation), new_rows)
+    _increment_provider_generations(connection, providers)
     try:
-        for provider in providers:
-            resource_provider.increment_generation(connection, provider)
-    except exceptions.ConcurrentUpdate:
-        raise ProviderGenerationRace() from None
-    try:
-        for consumer in prepared.consumers:
-            consumer_obj.increment_generation(connection, consumer)
+        consumer_obj.increment_generations(connection, prepared.consumers)
     except exceptions.ConcurrentUpdate as error:
         raise ConcurrentWrite(str(error)) from None
     consumer_obj.delete_if_empty(connection, consumer_uuids)
