@@ -416,9 +416,30 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     consumer_obj.delete_if_empty(connection, consumer_uuids)
 
 
+def _lock_named_providers(connection: sa.engine.Connection,
+                          requests: list[ConsumerAllocations]) -> None:
+    """Wait for the concurrent writers of the providers this write names
+    and keep new ones out until we commit (rows locked in id order, so
+    allocation writers do not deadlock each other). Done before anything
+    else is read: on PostgreSQL (READ COMMITTED) every later read, and on
+    MySQL the REPEATABLE READ snapshot (which starts at the first plain
+    read, not at a locking one), then includes what those writers
+    committed, and the generation compare-and-swap does not fail because
+    of them. Correctness does not rest on this lock (the compare-and-swap
+    still guards every provider); it saves the retries, which eight
+    writers on the same providers used to exhaust on PostgreSQL about once
+    in seven writes. No-op on SQLite, whose writers hold the database
+    lock."""
+    named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
+    if named:
+        connection.execute(sa.select(_rp.c.id).where(_rp.c.uuid.in_(named))
+                           .order_by(_rp.c.id).with_for_update()).all()
+
+
 @db_api.retrying
 def _attempt(db: db_api.Database, requests: list[ConsumerAllocations]) -> None:
     with db.writer() as connection:
+        _lock_named_providers(connection, requests)
         write(connection, prepare(connection, requests))
 
 

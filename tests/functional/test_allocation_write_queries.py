@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
@@ -88,3 +89,27 @@ def test_statements_do_not_grow_with_consumers_cleared(database):
     five = _statements_for(database, [_consumer(consumer_uuid, [])
                                       for consumer_uuid in consumers[1:]])
     assert five == one
+
+
+def test_named_providers_are_locked_before_anything_is_read(database):
+    """The write first locks the providers it names (FOR UPDATE, in id
+    order), so that on PostgreSQL and MySQL what it reads afterwards
+    includes every concurrent writer of those providers that committed
+    while it waited. SQLite does not render FOR UPDATE, so the statement
+    is compiled for PostgreSQL here."""
+    _create_owner(database)
+    statements: list = []
+
+    def record(conn, clauseelement, multiparams, params, execution_options):
+        if isinstance(clauseelement, sa.sql.ClauseElement):
+            statements.append(clauseelement)
+
+    sa.event.listen(database.engine, "before_execute", record)
+    try:
+        allocation_obj.replace_all(database, [_consumer(str(uuid.uuid4()), PROVIDERS[:2])], 1)
+    finally:
+        sa.event.remove(database.engine, "before_execute", record)
+
+    first = str(statements[0].compile(dialect=postgresql.dialect()))
+    assert first.startswith("SELECT resource_providers.id")
+    assert first.endswith("ORDER BY resource_providers.id FOR UPDATE")
