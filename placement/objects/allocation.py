@@ -320,7 +320,9 @@ def _check_inventory_present(records: list[_Record], inventories: dict[Key, Inve
     missing = [uuid for provider_id, uuid in provider_uuids.items()
                if provider_id not in with_inventory]
     if missing:
-        class_names = ", ".join(dict.fromkeys(record.class_name for record in records))
+        # In class id order, as the reference (which joins a set of ids).
+        class_names = ", ".join(dict(sorted(
+            (record.class_id, record.class_name) for record in records)).values())
         raise AllocationRefused(
             f"Inventory for '{class_names}' on resource provider "
             f"'{', '.join(missing)}' invalid.")
