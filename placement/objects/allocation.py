@@ -363,9 +363,8 @@ def _increment_provider_generations(connection: sa.engine.Connection,
                                     providers: list[resource_provider.ResourceProvider]
                                     ) -> None:
     """Compare-and-swap every provider's generation to the next one in one
-    statement (no query per provider; the rows are locked in index order,
-    which keeps concurrent multi-provider writes from deadlocking).
-    ProviderGenerationRace when any of them moved."""
+    statement (no query per provider). ProviderGenerationRace when any of
+    them moved."""
     if not providers:
         return
     result = connection.execute(
