@@ -294,6 +294,10 @@ class Scheduler:
             del self.held[consumer_uuid]
             with self.ledger.lock:
                 self.ledger.expected[consumer_uuid] = {}
+        elif status == 409 and body["errors"][0]["code"] == "placement.concurrent_update":
+            # Lost the provider generation race on every server-side retry
+            # (allocation_conflict_retry_count): nothing changed, still held.
+            return
         else:
             self._unexpected("release", status, body)
             if _outcome_unknown(status):
