@@ -113,6 +113,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed-concurrency", type=int, default=4,
                         help="clients seeding in parallel (default 4)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="sample the server with py-spy during seeding and each cell; "
+                             "collapsed stacks go to DIR/<dataset or cell>.txt "
+                             "(summarise them with python -m bench.profile DIR/*.txt)")
     parser.add_argument("--keep-workdir", action="store_true",
                         help="keep the SQLite files and server logs")
     args = parser.parse_args(argv)
@@ -144,6 +148,14 @@ def failed_result(cell: Cell, reason: str) -> dict[str, Any]:
             "failed": reason, "notes": "FAILED: " + reason.splitlines()[0][:70]}
 
 
+def seed_dataset(dataset: str, target: Target, args: argparse.Namespace) -> seed.SeedTiming:
+    if dataset == "cloud":
+        target.cloud = seed.seed_cloud(target.host, target.port, args.n, args.seed_concurrency)
+        return target.cloud.timing
+    target.trees = seed.seed_trees(target.host, target.port, args.n, args.seed_concurrency)
+    return target.trees.timing
+
+
 def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workdir: str,
                 report: dict[str, Any]) -> None:
     database = FreshDatabase(args.backend, workdir)
@@ -152,14 +164,8 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
         try:
             target = Target(server.host, server.port, rss_mb=server.rss_mb)
             try:
-                if dataset == "cloud":
-                    target.cloud = seed.seed_cloud(server.host, server.port, args.n,
-                                                   args.seed_concurrency)
-                    timing = target.cloud.timing
-                else:
-                    target.trees = seed.seed_trees(server.host, server.port, args.n,
-                                                   args.seed_concurrency)
-                    timing = target.trees.timing
+                with server.profiled(profile_path(args, "seed-" + dataset)):
+                    timing = seed_dataset(dataset, target, args)
                 report["seeding"][dataset] = timing.as_dict()
             except Exception as exc:  # the cells cannot run; say why in each
                 report["seeding"][dataset] = {"failed": str(exc)}
@@ -171,7 +177,9 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
             for cell in cells:
                 print(f"  {cell.name} c={cell.concurrency} ...", file=sys.stderr, flush=True)
                 try:
-                    result = cell.run(target, limits, ledger)
+                    with server.profiled(profile_path(
+                            args, f"{cell.name}-c{cell.concurrency}")):
+                        result = cell.run(target, limits, ledger)
                 except Exception as exc:
                     result = failed_result(cell, str(exc))
                 report["results"].append(result)
@@ -180,6 +188,13 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
             server.stop()
     finally:
         database.drop()
+
+
+def profile_path(args: argparse.Namespace, label: str) -> str | None:
+    if not args.profile:
+        return None
+    os.makedirs(args.profile, exist_ok=True)
+    return os.path.join(args.profile, label + ".txt")
 
 
 def has_failures(report: dict[str, Any]) -> bool:

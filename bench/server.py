@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -131,6 +133,31 @@ class Server:
             except OSError:
                 continue
         return round(total_kb / 1024, 1)
+
+    @contextlib.contextmanager
+    def profiled(self, output_path: str | None):
+        """Sample the server (and its workers) with py-spy while the block
+        runs; the collapsed stacks go to ``output_path`` (nothing when None)."""
+        if output_path is None:
+            yield
+            return
+        py_spy = shutil.which("py-spy")
+        if py_spy is None:
+            raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+        profiler = subprocess.Popen(
+            [py_spy, "record", "--pid", str(self.process.pid), "--subprocesses",
+             "--format", "raw", "--rate", "200", "--output", output_path],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attaching takes a moment
+        try:
+            yield
+        finally:
+            profiler.send_signal(signal.SIGINT)
+            try:
+                profiler.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                profiler.kill()
+                profiler.wait()
 
     def stop(self) -> None:
         if self.process.poll() is None:
