@@ -71,7 +71,8 @@ def run_closed_loop(target: Target, concurrency: int, limits: Limits,
                     operation(worker)
                     failures_in_a_row = 0
                 except (OSError, ValueError, KeyError) as exc:
-                    worker.samples["exceptions"].add(0.0, type(exc).__name__, ok=False)
+                    worker.samples["exceptions"].add(0.0, type(exc).__name__, False,
+                                                     str(exc).encode())
                     failures_in_a_row += 1
                     worker.client.close()
                     if failures_in_a_row >= MAX_CONSECUTIVE_EXCEPTIONS:
@@ -167,7 +168,8 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
 
     def get(worker: Worker) -> None:
         response = worker.client.get(path_for(worker))
-        worker.samples["get"].add(response.seconds, response.status, response.status == 200)
+        worker.samples["get"].add(response.seconds, response.status, response.status == 200,
+                                  response.body)
 
     rss_before = target.rss_mb()
     wall, workers = run_closed_loop(target, concurrency, limits, get)
@@ -197,7 +199,7 @@ def claim(worker: Worker) -> None:
     started = time.perf_counter()
     candidates = worker.client.get(STORM_QUERY)
     worker.samples["candidates"].add(candidates.seconds, candidates.status,
-                                     candidates.status == 200)
+                                     candidates.status == 200, candidates.body)
     if candidates.status != 200:
         worker.samples["claim"].add(time.perf_counter() - started, "error", ok=False)
         return
@@ -208,7 +210,7 @@ def claim(worker: Worker) -> None:
         worker.touched_providers.update(allocations)
         response = worker.client.put(f"/allocations/{consumer}", claim_body(allocations))
         worker.samples["put"].add(response.seconds, response.status,
-                                  response.status in (204, 409))
+                                  response.status in (204, 409), response.body)
         if response.status == 204:
             worker.claims.append((consumer, resources_of(allocations)))
             outcome = "claimed"
@@ -267,8 +269,9 @@ def churn(worker: Worker, computes: list[str]) -> None:
     for method, body in (("PUT", claim_body(allocations)), ("DELETE", None)):
         response = worker.client.request(method, path, body)
         ok = response.status == 204
-        worker.samples[method.lower()].add(response.seconds, response.status, ok)
-        worker.samples["op"].add(response.seconds, response.status, ok)
+        worker.samples[method.lower()].add(response.seconds, response.status, ok,
+                                           response.body)
+        worker.samples["op"].add(response.seconds, response.status, ok, response.body)
         if not ok:
             return
 

@@ -26,17 +26,21 @@ class Samples:
     latencies: list[float] = field(default_factory=list)
     statuses: Counter = field(default_factory=Counter)
     errors: int = 0
+    first_error: str = ""
 
-    def add(self, seconds: float, status: int | str, ok: bool) -> None:
+    def add(self, seconds: float, status: int | str, ok: bool, body: bytes = b"") -> None:
         self.latencies.append(seconds)
         self.statuses[str(status)] += 1
         if not ok:
             self.errors += 1
+            if not self.first_error:
+                self.first_error = f"{status}: {body[:400].decode(errors='replace')}"
 
     def merge(self, other: Samples) -> None:
         self.latencies.extend(other.latencies)
         self.statuses.update(other.statuses)
         self.errors += other.errors
+        self.first_error = self.first_error or other.first_error
 
     def summary(self, wall_seconds: float) -> dict[str, Any]:
         ordered = sorted(self.latencies)
@@ -51,6 +55,7 @@ class Samples:
             "mean_ms": _ms(sum(ordered) / count if count else 0.0),
             "max_ms": _ms(ordered[-1] if ordered else 0.0),
             "statuses": dict(sorted(self.statuses.items())),
+            **({"first_error": self.first_error} if self.first_error else {}),
         }
 
 
