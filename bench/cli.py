@@ -162,7 +162,8 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
     try:
         server = Server(args.server_cmd, database.url, workdir)
         try:
-            target = Target(server.host, server.port, rss_mb=server.rss_mb)
+            target = Target(server.host, server.port, rss_mb=server.rss_mb,
+                            cpu_seconds=server.cpu_seconds)
             try:
                 with server.profiled(profile_path(args, "seed-" + dataset)):
                     timing = seed_dataset(dataset, target, args)

@@ -42,6 +42,7 @@ class Target:
     cloud: Cloud | None = None
     trees: Trees | None = None
     rss_mb: Callable[[], float] = lambda: 0.0
+    cpu_seconds: Callable[[], float] = lambda: 0.0
 
 
 class Worker:
@@ -57,8 +58,15 @@ class Worker:
         self.touched_providers: set[str] = set()
 
 
+@dataclass
+class LoopRun:
+    wall: float  # seconds
+    workers: list[Worker]
+    server_cpu: float  # seconds of server CPU time spent meanwhile
+
+
 def run_closed_loop(target: Target, concurrency: int, limits: Limits,
-                    operation: Callable[[Worker], None]) -> tuple[float, list[Worker]]:
+                    operation: Callable[[Worker], None]) -> LoopRun:
     workers = [Worker(index, target) for index in range(concurrency)]
     tickets = itertools.count()
     deadline = time.perf_counter() + limits.duration
@@ -81,12 +89,14 @@ def run_closed_loop(target: Target, concurrency: int, limits: Limits,
             worker.client.close()
 
     threads = [threading.Thread(target=loop, args=(worker,)) for worker in workers]
+    cpu_before = target.cpu_seconds()
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - started, workers
+    wall = time.perf_counter() - started
+    return LoopRun(wall, workers, target.cpu_seconds() - cpu_before)
 
 
 def merged(workers: list[Worker], label: str) -> Samples:
@@ -96,9 +106,10 @@ def merged(workers: list[Worker], label: str) -> Samples:
     return total
 
 
-def cell_result(name: str, concurrency: int, wall: float, workers: list[Worker],
-                primary: str, parts: tuple[str, ...] = ()) -> dict[str, Any]:
+def cell_result(name: str, concurrency: int, run: LoopRun, primary: str,
+                parts: tuple[str, ...] = ()) -> dict[str, Any]:
     """The summary of ``primary`` samples; exceptions count as errors."""
+    wall, workers = run.wall, run.workers
     result: dict[str, Any] = {"name": name, "concurrency": concurrency,
                               "seconds": round(wall, 2)}
     result.update(merged(workers, primary).summary(wall))
@@ -109,6 +120,8 @@ def cell_result(name: str, concurrency: int, wall: float, workers: list[Worker],
     if parts:
         result["parts"] = {part: merged(workers, part).summary(wall) for part in parts}
     result["reconnects"] = sum(worker.client.reconnects for worker in workers)
+    result["server_cpu_seconds"] = round(run.server_cpu, 2)
+    result["server_cpu_ms_per_op"] = round(1000 * run.server_cpu / max(result["count"], 1), 2)
     return result
 
 
@@ -172,8 +185,8 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
                                   response.body)
 
     rss_before = target.rss_mb()
-    wall, workers = run_closed_loop(target, concurrency, limits, get)
-    result = cell_result(name, concurrency, wall, workers, "get")
+    result = cell_result(name, concurrency, run_closed_loop(target, concurrency, limits, get),
+                         "get")
     result["server_rss_mb"] = {"before": rss_before, "after": target.rss_mb()}
     result["notes"] = notes
     return result
@@ -240,9 +253,9 @@ class Ledger:
 
 def storm_cell(concurrency: int, target: Target, limits: Limits,
                ledger: Ledger) -> dict[str, Any]:
-    wall, workers = run_closed_loop(target, concurrency, limits, claim)
-    result = cell_result("b.storm", concurrency, wall, workers, "claim",
-                         parts=("candidates", "put"))
+    run = run_closed_loop(target, concurrency, limits, claim)
+    wall, workers = run.wall, run.workers
+    result = cell_result("b.storm", concurrency, run, "claim", parts=("candidates", "put"))
     claims = [item for worker in workers for item in worker.claims]
     rejected = [consumer for worker in workers for consumer in worker.rejected_consumers]
     puts = merged(workers, "put").statuses
@@ -279,11 +292,9 @@ def churn(worker: Worker, computes: list[str]) -> None:
 def churn_cell(concurrency: int, target: Target, limits: Limits,
                ledger: Ledger) -> dict[str, Any]:
     computes = target.cloud.flat_computes
-    wall, workers = run_closed_loop(target, concurrency, limits,
-                                    lambda worker: churn(worker, computes))
-    result = cell_result("c.churn", concurrency, wall, workers, "op",
-                         parts=("put", "delete"))
-    touched = set().union(*(worker.touched_providers for worker in workers))
+    run = run_closed_loop(target, concurrency, limits, lambda worker: churn(worker, computes))
+    result = cell_result("c.churn", concurrency, run, "op", parts=("put", "delete"))
+    touched = set().union(*(worker.touched_providers for worker in run.workers))
     # Every churned allocation was deleted again: usages are what the storms left.
     result["verification"] = verify_claims(target, [], [], ledger, touched)
     result["notes"] = "PUT + DELETE, each counted"

@@ -121,6 +121,21 @@ class Server:
         with open(self.log_path, "rb") as log:
             return log.read()[-size:].decode(errors="replace")
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the server and its workers:
+        on a shared machine this is steadier than wall-clock latency."""
+        ticks = 0
+        for pid in [self.process.pid, *_descendants(self.process.pid)]:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # utime and stime are fields 14 and 15 of stat(5); the split
+            # above starts at field 3.
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         """Resident memory of the server and its worker processes, in MiB."""
         total_kb = 0
