@@ -291,7 +291,9 @@ def churn(worker: Worker, computes: list[str]) -> None:
 
 def churn_cell(concurrency: int, target: Target, limits: Limits,
                ledger: Ledger) -> dict[str, Any]:
-    computes = target.cloud.flat_computes
+    # Providers the storms filled up would refuse the churn's claims.
+    computes = [provider for provider in target.cloud.flat_computes
+                if provider not in ledger.touched] or target.cloud.flat_computes
     run = run_closed_loop(target, concurrency, limits, lambda worker: churn(worker, computes))
     result = cell_result("c.churn", concurrency, run, "op", parts=("put", "delete"))
     touched = set().union(*(worker.touched_providers for worker in run.workers))
