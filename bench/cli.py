@@ -109,7 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--server-cmd", default=DEFAULT_SERVER_CMD,
                         help="command starting a WSGI server on 127.0.0.1:{port}, e.g. "
                              "'uwsgi --http-socket 127.0.0.1:{port} --processes 2 "
-                             "--module placement.wsgi:application' (default: %(default)s)")
+                             "--pythonpath . --module placement.wsgi:application --die-on-term' "
+                             "(default: %(default)s)")
     parser.add_argument("--seed-concurrency", type=int, default=4,
                         help="clients seeding in parallel (default 4)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
