@@ -12,10 +12,6 @@ import sys
 from bench import cli, scenarios
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The scenarios whose routes the service serves today. GET
-# /allocation_candidates (scenarios a, b and e) is not on this branch yet:
-# once it is, this becomes "all".
-SCENARIOS = "c,d"
 
 
 def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
@@ -23,31 +19,29 @@ def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
     environment = dict(os.environ, PYTHONPATH=ROOT)
     run = subprocess.run(
         [sys.executable, "-m", "bench", "--n", "20", "--duration", "5", "--requests", "4",
-         "--seed-concurrency", "2", "--backend", "sqlite", "--scenarios", SCENARIOS,
-         "--json", str(report_path)],
+         "--seed-concurrency", "2", "--backend", "sqlite", "--json", str(report_path)],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
 
     report = json.loads(report_path.read_text())
-    expected = {(cell.name, cell.concurrency) for cell in cli.select(cli.CELLS, SCENARIOS)}
+    expected = {(cell.name, cell.concurrency) for cell in cli.CELLS}
     reported = {(result["name"], result["concurrency"]) for result in report["results"]}
     assert reported == expected
-    assert set(report["seeding"]) == {cell.dataset for cell in cli.select(cli.CELLS, SCENARIOS)}
+    assert set(report["seeding"]) == {"cloud", "trees"}
     assert all("failed" not in timing for timing in report["seeding"].values())
     for result in report["results"]:
         label = f"{result['name']} c={result['concurrency']}"
         assert "failed" not in result, label
         assert result["errors"] == 0, (label, result)
         assert result["count"] > 0, label
-        verification = result.get("verification")
-        if verification is not None:
+        if result["name"] in ("b.storm", "c.churn"):  # the cells that write
+            verification = result["verification"]
             assert not scenarios.verification_failed(verification), (label, verification)
             assert verification["over_commits"] == 0, label
     storms = [result for result in report["results"] if result["name"] == "b.storm"]
     assert all(result["verification"]["checked_claims"] == result["claims"]
                for result in storms)
-    if storms:
-        assert sum(result["claims"] for result in storms) > 0
+    assert sum(result["claims"] for result in storms) > 0
 
 
 def test_selection_by_letter_and_name():
