@@ -187,8 +187,10 @@ def _single_candidates(world: World, group: RequestGroup,
             continue
         allocations = tuple((provider.id, class_name, amount)
                             for class_name, amount in sorted(group.resources.items()))
+        # in_tree only chooses the provider here: a sharing provider in that
+        # tree still serves every tree it shares with (unlike section 3a)
         candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
-                       for anchor in _anchors(world, provider, group.in_tree is None)
+                       for anchor in _anchors(world, provider)
                        if root_allowed(anchor)]
     return candidates
 
