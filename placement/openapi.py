@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from placement import microversion
 from placement.schemas import responses
@@ -35,6 +36,14 @@ PATH_VARIABLE = re.compile(r"{([^}]+)}")
 # or unserved (406) microversion header, a path that names nothing (404),
 # an unexpected failure (500).
 COMMON_ERRORS = (400, 404, 406, 500)
+
+
+SchemaSource = Callable[[microversion.Version], "dict | None"]
+
+
+def always(schema: dict) -> SchemaSource:
+    """A schema source for a schema that does not change with the version."""
+    return lambda version: schema
 
 
 @dataclass(frozen=True)
@@ -57,10 +66,11 @@ class Operation:
     available: tuple[str, str | None] = ("1.0", None)
     # What a request outside ``available`` gets (the spec's gate status).
     unavailable_status: int = 404
-    # Request bodies (schemas the handler validates with) and query-string
-    # schemas, each a list of microversion variants.
-    body: list[Variant] = field(default_factory=list)
-    query: list[Variant] = field(default_factory=list)
+    # The schemas the handler validates its request body and query string
+    # with, as the handler gets them: a function of the microversion
+    # (None: no body / no query string at that version).
+    body: SchemaSource | None = None
+    query: SchemaSource | None = None
     # Errors this operation itself produces, beyond COMMON_ERRORS.
     errors: tuple[int, ...] = ()
     authenticated: bool = True
@@ -231,6 +241,29 @@ def _range(first: str, last: str | None) -> dict:
     return {"min": first, "max": last or NEWEST}
 
 
+def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[Variant]:
+    """The schemas ``source`` gives over the ``available`` range, one
+    variant per run of consecutive versions with an equal schema."""
+    variants: list[Variant] = []
+    for version in _versions(available):
+        schema = source(version)
+        if schema is None:
+            continue
+        previous = variants[-1] if variants else None
+        if (previous is not None and previous.schema == schema
+                and previous.max_version == str(version._replace(minor=version.minor - 1))):
+            variants[-1] = previous._replace(max_version=str(version))
+        else:
+            variants.append(Variant(str(version), str(version), schema))
+    return variants
+
+
+def _versions(available: tuple[str, str | None]) -> list[microversion.Version]:
+    first = microversion.parse(available[0])
+    last = microversion.parse(available[1] or NEWEST)
+    return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
+
+
 def _widened(seen: dict | None, variant: Variant) -> dict:
     """The range ``seen`` extended to cover ``variant``'s."""
     if seen is None:
@@ -358,7 +391,8 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in PATH_VARIABLE.findall(path)
     ]
-    parameters += _query_parameters(operation.query)
+    if operation.query is not None:
+        parameters += _query_parameters(_variants(operation.query, operation.available))
     document: dict = {
         "operationId": handler_name,
         "summary": operation.summary,
@@ -369,10 +403,13 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
     }
     if operation.description:
         document["description"] = operation.description
-    if operation.body:
+    if operation.body is not None:
         document["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": _variants_schema(operation.body)}},
+            # Not where some versions take no body (PUT /resource_classes/{name}).
+            "required": all(operation.body(version) is not None
+                            for version in _versions(operation.available)),
+            "content": {"application/json": {
+                "schema": _variants_schema(_variants(operation.body, operation.available))}},
         }
     if not operation.authenticated:
         document["security"] = []
