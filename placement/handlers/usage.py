@@ -1,16 +1,62 @@
-"""/resource_providers/{uuid}/usages and /usages: not built yet (answers 501)."""
+"""/resource_providers/{uuid}/usages and /usages."""
 
 from __future__ import annotations
 
 import webob
-import webob.exc
 
-from placement import errors
+from placement import errors, exceptions, microversion, wsgi_util
+from placement.objects import resource_provider
+from placement.objects import usage as usage_obj
+from placement.schemas import usage as schema
+
+# From 1.38 project usages are grouped by consumer type and can be filtered
+# by it.
+CONSUMER_TYPES_FROM = (1, 38)
 
 
 def list_usages(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    """GET /resource_providers/{uuid}/usages"""
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:usages")
+    uuid = request.urlvars["uuid"]
+    with context.db.reader() as connection:
+        try:
+            provider = resource_provider.get_by_uuid(connection, uuid)
+        except exceptions.NotFound as error:
+            raise errors.not_found(f"No resource provider with uuid {uuid} found: {error}"
+                                   ) from None
+        usages = usage_obj.get_provider_usages(connection, provider)
+    body = {"resource_provider_generation": provider.generation, "usages": usages}
+    return wsgi_util.json_response(request, body, cache_headers=True)
 
 
+def _requested_project(request: webob.Request) -> str | None:
+    """The project_id of the query string, None if absent or undecodable
+    (the query validation then reports the problem)."""
+    try:
+        return request.GET.get("project_id")
+    except UnicodeDecodeError:
+        return None
+
+
+@microversion.requires("1.9")
 def get_total_usages(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    """GET /usages?project_id=&user_id=[&consumer_type=]"""
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    # The policy target is the project asked about (a project reader may see
+    # its own usages), checked before the query string is validated.
+    context.can("placement:usages", target={"project_id": _requested_project(request)})
+    by_consumer_type = microversion.version_of(request) >= CONSUMER_TYPES_FROM
+    params = wsgi_util.query_params(
+        request, schema.USAGES_QUERY_V1_38 if by_consumer_type else schema.USAGES_QUERY)
+    with context.db.reader() as connection:
+        if by_consumer_type:
+            usages = usage_obj.get_project_usages_by_consumer_type(
+                connection, params["project_id"], params.get("user_id"),
+                params.get("consumer_type"))
+        else:
+            usages = usage_obj.get_project_usages(
+                connection, params["project_id"], params.get("user_id"))
+    return wsgi_util.json_response(request, {"usages": usages}, cache_headers=True)

@@ -1,0 +1,129 @@
+"""Usages: sums of allocations, per provider or per project (and user).
+
+``used_by_providers`` is the building block for capacity checks of
+allocation writes; the others serve the usage routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from placement.db import tables
+from placement.objects import resource_class
+from placement.objects.resource_provider import ResourceProvider
+
+# consumer_type keywords of GET /usages: every consumer in one group, and
+# the group of consumers without a type.
+ALL = "all"
+UNKNOWN = "unknown"
+CONSUMER_COUNT = "consumer_count"
+
+_alloc = tables.allocations
+_inv = tables.inventories
+_consumers = tables.consumers
+_projects = tables.projects
+_users = tables.users
+_types = tables.consumer_types
+
+
+def used_by_providers(connection: sa.engine.Connection, provider_ids: Iterable[int]
+                      ) -> dict[tuple[int, int], int]:
+    """{(provider id, class id): amount allocated} for the given providers;
+    pairs without allocations are absent."""
+    provider_ids = list(set(provider_ids))
+    if not provider_ids:
+        return {}
+    rows = connection.execute(
+        sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
+                  sa.func.sum(_alloc.c.used).label("used"))
+        .where(_alloc.c.resource_provider_id.in_(provider_ids))
+        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
+    return {(row.resource_provider_id, row.resource_class_id): int(row.used) for row in rows}
+
+
+def get_provider_usages(connection: sa.engine.Connection, provider: ResourceProvider
+                        ) -> dict[str, int]:
+    """{class name: amount allocated} for every class the provider has
+    inventory of (0 when nothing is allocated), in class id order."""
+    class_ids = connection.execute(
+        sa.select(_inv.c.resource_class_id).where(_inv.c.resource_provider_id == provider.id)
+        .order_by(_inv.c.resource_class_id)).scalars().all()
+    used = used_by_providers(connection, [provider.id])
+    names = resource_class.names_from_ids(connection, class_ids)
+    return {names[class_id]: used.get((provider.id, class_id), 0) for class_id in class_ids}
+
+
+def _project_allocations(project_id: str, user_id: str | None) -> tuple[sa.FromClause, list]:
+    """The join of allocations to their consumers' project, user and type,
+    and the WHERE clauses selecting one project (and user)."""
+    joined = (
+        _alloc.join(_consumers, _consumers.c.uuid == _alloc.c.consumer_id)
+        .join(_projects, _projects.c.id == _consumers.c.project_id)
+        .outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
+    )
+    where = [_projects.c.external_id == project_id]
+    if user_id is not None:
+        joined = joined.join(_users, _users.c.id == _consumers.c.user_id)
+        where.append(_users.c.external_id == user_id)
+    return joined, where
+
+
+def _sums_by_class(connection: sa.engine.Connection, joined: sa.FromClause, where: list,
+                   group: sa.ColumnElement | None) -> dict[str | None, dict[str, int]]:
+    """{group value: {class name: amount}}; a single ``None`` group when
+    ``group`` is None."""
+    group_column = group if group is not None else sa.null()
+    rows = connection.execute(
+        sa.select(group_column.label("grp"), _alloc.c.resource_class_id,
+                  sa.func.sum(_alloc.c.used).label("used"))
+        .select_from(joined).where(*where)
+        .group_by(*([group] if group is not None else []), _alloc.c.resource_class_id)
+        .order_by(_alloc.c.resource_class_id)).all()
+    names = resource_class.names_from_ids(connection, (row.resource_class_id for row in rows))
+    sums: dict[str | None, dict[str, int]] = {}
+    for row in rows:
+        sums.setdefault(row.grp, {})[names[row.resource_class_id]] = int(row.used)
+    return sums
+
+
+def get_project_usages(connection: sa.engine.Connection, project_id: str,
+                       user_id: str | None = None) -> dict[str, int]:
+    """{class name: amount} allocated to consumers of the project (and
+    user); only classes with allocations appear."""
+    joined, where = _project_allocations(project_id, user_id)
+    return _sums_by_class(connection, joined, where, None).get(None, {})
+
+
+def get_project_usages_by_consumer_type(
+        connection: sa.engine.Connection, project_id: str, user_id: str | None = None,
+        consumer_type: str | None = None) -> dict[str, dict[str, int]]:
+    """{consumer type: {"consumer_count": distinct consumers, class name:
+    amount}} for consumers of the project (and user).
+
+    ``consumer_type`` None groups by type, consumers without one under
+    "unknown"; ALL gives one "all" group of every consumer; UNKNOWN only the
+    group of consumers without a type; any other value only that type."""
+    joined, where = _project_allocations(project_id, user_id)
+    type_name = sa.func.coalesce(_types.c.name, UNKNOWN)
+    group: sa.ColumnElement | None = type_name
+    if consumer_type == ALL:
+        group = None
+    elif consumer_type == UNKNOWN:
+        where.append(_consumers.c.consumer_type_id.is_(None))
+    elif consumer_type is not None:
+        where.append(_types.c.name == consumer_type)
+    sums = _sums_by_class(connection, joined, where, group)
+    group_column = group if group is not None else sa.null()
+    counts = connection.execute(
+        sa.select(group_column.label("grp"),
+                  sa.func.count(sa.distinct(_alloc.c.consumer_id)).label("consumers"))
+        .select_from(joined).where(*where)
+        .group_by(*([group] if group is not None else []))).all()
+    usages = {}
+    for row in counts:
+        if row.consumers:
+            key = ALL if group is None else row.grp
+            usages[key] = {CONSUMER_COUNT: row.consumers, **sums.get(row.grp, {})}
+    return usages
