@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from placement import microversion
-from placement.schemas import responses
+from placement.handlers import resource_class as resource_class_handler
+from placement.handlers import usage as usage_handler
+from placement.schemas import inventory, resource_class, responses, usage
 from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
@@ -77,6 +79,20 @@ class Operation:
     description: str = ""
 
 
+def _renamed_until_1_6(version: microversion.Version) -> dict | None:
+    """PUT /resource_classes/{name} takes the new name as a body until it
+    becomes a body-less create-or-verify."""
+    if version >= resource_class_handler.CREATE_OR_VERIFY_FROM:
+        return None
+    return resource_class.RESOURCE_CLASS
+
+
+def _total_usages_query(version: microversion.Version) -> dict:
+    if version >= usage_handler.CONSUMER_TYPES_FROM:
+        return usage.USAGES_QUERY_V1_38
+    return usage.USAGES_QUERY
+
+
 def _protected(*statuses: int) -> tuple[int, ...]:
     """Error statuses of a policy-protected operation (401 no token, 403 policy)."""
     return (401, 403, *statuses)
@@ -105,7 +121,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
         ("/resource_classes", "POST"): Operation(
             "Create a custom resource class.",
             (Outcome(201, location=True, description="Created."),),
-            available=("1.2", None), errors=WRITE_JSON),
+            available=("1.2", None), body=always(resource_class.RESOURCE_CLASS),
+            errors=WRITE_JSON),
         ("/resource_classes/{name}", "GET"): Operation(
             "Show a resource class.",
             (ok(responses.RESOURCE_CLASS),), available=("1.2", None), errors=_protected()),
@@ -117,7 +134,7 @@ def _operations() -> dict[tuple[str, str], Operation]:
              Outcome(201, versions=("1.7", None), location=True, description="Created."),
              Outcome(204, versions=("1.7", None), location=True,
                      description="Already existed.")),
-            available=("1.2", None), errors=WRITE_JSON),
+            available=("1.2", None), body=_renamed_until_1_6, errors=WRITE_JSON),
         ("/resource_classes/{name}", "DELETE"): Operation(
             "Delete a custom resource class not used by any inventory.",
             (deleted,), available=("1.2", None), errors=_protected(409)),
@@ -148,10 +165,11 @@ def _operations() -> dict[tuple[str, str], Operation]:
             "Add one inventory to the provider.",
             (Outcome(201, responses.INVENTORY, location=True, cache_headers=True,
                      description="Created."),),
-            errors=WRITE_JSON),
+            body=always(inventory.POST_INVENTORY), errors=WRITE_JSON),
         (RP + "/inventories", "PUT"): Operation(
             "Replace all of the provider's inventories.",
-            (ok(responses.INVENTORIES),), errors=WRITE_JSON),
+            (ok(responses.INVENTORIES),), body=always(inventory.PUT_INVENTORIES),
+            errors=WRITE_JSON),
         (RP + "/inventories", "DELETE"): Operation(
             "Delete all of the provider's inventories.",
             (deleted,), available=("1.5", None), unavailable_status=405,
@@ -161,7 +179,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.INVENTORY),), errors=_protected()),
         (RP + "/inventories/{resource_class}", "PUT"): Operation(
             "Update one inventory of the provider.",
-            (ok(responses.INVENTORY),), errors=WRITE_JSON),
+            (ok(responses.INVENTORY),), body=always(inventory.PUT_INVENTORY),
+            errors=WRITE_JSON),
         (RP + "/inventories/{resource_class}", "DELETE"): Operation(
             "Delete one inventory of the provider.",
             (deleted,), errors=_protected(409)),
@@ -225,7 +244,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
         ("/usages", "GET"): Operation(
             "Total usage of a project (and user), by resource class; by consumer "
             "type from 1.38.",
-            (ok(responses.TOTAL_USAGES),), available=("1.9", None), errors=_protected()),
+            (ok(responses.TOTAL_USAGES),), available=("1.9", None),
+            query=_total_usages_query, errors=_protected()),
         ("/reshaper", "POST"): Operation(
             "Atomically replace the inventories of several providers and the "
             "allocations of several consumers.",
@@ -262,14 +282,6 @@ def _versions(available: tuple[str, str | None]) -> list[microversion.Version]:
     first = microversion.parse(available[0])
     last = microversion.parse(available[1] or NEWEST)
     return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
-
-
-def _widened(seen: dict | None, variant: Variant) -> dict:
-    """The range ``seen`` extended to cover ``variant``'s."""
-    if seen is None:
-        return _range(variant.min_version, variant.max_version)
-    return {"min": min(seen["min"], variant.min_version, key=microversion.parse),
-            "max": max(seen["max"], variant.max_version or NEWEST, key=microversion.parse)}
 
 
 def _clipped(variants: list[Variant], versions: tuple[str, str | None]) -> list[Variant]:
@@ -338,31 +350,48 @@ def _response(outcome: Outcome) -> dict:
     return response
 
 
-def _query_parameters(variants: list[Variant]) -> list[dict]:
+def _spans(versions: list[microversion.Version]) -> list[dict]:
+    """Sorted versions as ranges of consecutive ones."""
+    spans: list[dict] = []
+    for version in versions:
+        if spans and microversion.parse(spans[-1]["max"]) == version._replace(
+                minor=version.minor - 1):
+            spans[-1]["max"] = str(version)
+        else:
+            spans.append({"min": str(version), "max": str(version)})
+    return spans
+
+
+def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -> list[dict]:
     """One parameter per property of the query schemas, with the range of
-    versions that accept it; pattern-named keys (the granular request groups
-    of /allocation_candidates) become one exploded object parameter."""
-    properties: dict[str, dict] = {}
-    property_ranges: dict[str, dict] = {}
-    required_in: dict[str, list[str]] = {}
-    patterns: dict[str, dict] = {}
-    pattern_ranges: dict[str, dict] = {}
-    for variant in variants:
-        for name, schema in variant.schema.get("properties", {}).items():
-            properties.setdefault(name, schema)
-            property_ranges[name] = _widened(property_ranges.get(name), variant)
-            if name in variant.schema.get("required", ()):
-                required_in.setdefault(name, []).append(
-                    f"{variant.min_version}-{variant.max_version or NEWEST}")
-        for pattern, schema in variant.schema.get("patternProperties", {}).items():
-            patterns.setdefault(pattern, schema)
-            pattern_ranges[pattern] = _widened(pattern_ranges.get(pattern), variant)
+    versions accepting it (and requiring it, when not all do); the
+    pattern-named keys (the granular request groups of
+    /allocation_candidates) become one exploded object parameter."""
+    accepted: dict[str, list] = {}
+    required: dict[str, list] = {}
+    schemas: dict[str, dict] = {}
+    patterns: dict[str, list] = {}
+    pattern_schemas: dict[str, dict] = {}
+    for version in _versions(available):
+        query = source(version) or {}
+        for name, schema in query.get("properties", {}).items():
+            schemas.setdefault(name, schema)
+            accepted.setdefault(name, []).append(version)
+            if name in query.get("required", ()):
+                required.setdefault(name, []).append(version)
+        for pattern, schema in query.get("patternProperties", {}).items():
+            pattern_schemas.setdefault(pattern, schema)
+            patterns.setdefault(pattern, []).append(version)
     parameters = []
-    for name, schema in properties.items():
-        parameter = {"name": name, "in": "query", "schema": copy.deepcopy(schema),
-                     EXTENSION: property_ranges[name]}
-        if name in required_in:
-            parameter["description"] = f"Required at {', '.join(required_in[name])}."
+    for name, versions in accepted.items():
+        spans = _spans(versions)
+        parameter = {"name": name, "in": "query", "schema": copy.deepcopy(schemas[name]),
+                     EXTENSION: spans[0] if len(spans) == 1 else spans}
+        if required.get(name) == versions:
+            parameter["required"] = True
+        elif name in required:
+            parameter["description"] = "Required at " + ", ".join(
+                f"{span['min']}-{span['max']}" for span in _spans(required[name])) + "."
         parameters.append(parameter)
     if patterns:
         parameters.append({
@@ -375,8 +404,9 @@ def _query_parameters(variants: list[Variant]) -> list[dict]:
             "schema": {
                 "type": "object",
                 "patternProperties": {
-                    pattern: {**copy.deepcopy(schema), EXTENSION: pattern_ranges[pattern]}
-                    for pattern, schema in patterns.items()},
+                    pattern: {**copy.deepcopy(pattern_schemas[pattern]),
+                              EXTENSION: _spans(versions)}
+                    for pattern, versions in patterns.items()},
                 "additionalProperties": False,
             },
         })
@@ -392,7 +422,7 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
         for name in PATH_VARIABLE.findall(path)
     ]
     if operation.query is not None:
-        parameters += _query_parameters(_variants(operation.query, operation.available))
+        parameters += _query_parameters(operation.query, operation.available)
     document: dict = {
         "operationId": handler_name,
         "summary": operation.summary,

@@ -142,3 +142,39 @@ def test_response_schema_refuses_undocumented_answers():
                                 microversion.Version(1, 20))
     with pytest.raises(LookupError):
         openapi.response_schema("/resource_providers", "GET", 418, microversion.Version(1, 0))
+
+
+def _variant_at(schema: dict, version: microversion.Version) -> dict | None:
+    for variant in schema.get("anyOf", [schema]):
+        versions = variant[openapi.EXTENSION]
+        if version.matches(versions["min"], versions["max"]):
+            return {key: value for key, value in variant.items() if key != openapi.EXTENSION}
+    return None
+
+
+def test_request_bodies_are_the_handlers_schemas_at_every_version():
+    """No second copy: at each version the documented body is exactly the
+    schema the handler validates with."""
+    paths = openapi.document()["paths"]
+    for (path, method), operation in openapi._operations().items():
+        if operation.body is None:
+            continue
+        body = paths[path][method.lower()]["requestBody"]["content"]["application/json"]
+        for version in openapi._versions(operation.available):
+            assert _variant_at(body["schema"], version) == operation.body(version), \
+                (path, method, str(version))
+
+
+def test_query_parameters_are_the_handlers_query_schemas():
+    paths = openapi.document()["paths"]
+    for (path, method), operation in openapi._operations().items():
+        if operation.query is None:
+            continue
+        parameters = {parameter["name"]: parameter
+                      for parameter in paths[path][method.lower()]["parameters"]
+                      if parameter.get("in") == "query"}
+        for version in openapi._versions(operation.available):
+            for name, schema in operation.query(version).get("properties", {}).items():
+                assert parameters[name]["schema"] == schema, (path, name)
+                versions = parameters[name][openapi.EXTENSION]
+                assert version.matches(versions["min"], versions["max"]), (path, name)
