@@ -135,3 +135,15 @@ def retrying(function: Callable[..., T]) -> Callable[..., T]:
         return db.retry_on_db_error(function)(db, *args, **kwargs)
 
     return wrapper
+
+
+def write(db: Database, function: Callable[..., T], *args, **kwargs) -> T:
+    """``function(connection, *args, **kwargs)`` in a writer transaction,
+    run again in a new transaction after a deadlock or a lost connection."""
+
+    @db.retry_on_db_error
+    def attempt() -> T:
+        with db.writer() as connection:
+            return function(connection, *args, **kwargs)
+
+    return attempt()

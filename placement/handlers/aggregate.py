@@ -1,16 +1,60 @@
-"""/resource_providers/{uuid}/aggregates: not built yet (answers 501)."""
+"""/resource_providers/{uuid}/aggregates: the aggregates a provider is in."""
 
 from __future__ import annotations
 
 import webob
-import webob.exc
 
-from placement import errors
+from placement import errors, microversion, wsgi_util
+from placement.db import api as db_api
+from placement.objects import aggregate as aggregate_obj
+from placement.objects import resource_provider as rp_obj
+from placement.schemas import aggregate as schema
+
+AGGREGATES_FROM = "1.1"
+GENERATION_FROM = (1, 19)
+
+
+def _response(request: webob.Request, aggregate_uuids: list[str],
+              provider: rp_obj.ResourceProvider) -> webob.Response:
+    body: dict = {"aggregates": aggregate_uuids}
+    if microversion.version_of(request) >= GENERATION_FROM:
+        body["resource_provider_generation"] = provider.generation
+    # Aggregates are computed data: Last-Modified is now.
+    return wsgi_util.json_response(request, body, cache_headers=True)
+
+
+def _require_version(request: webob.Request) -> None:
+    """404 below 1.1. Called after the media-type check, which comes first
+    on these routes."""
+    if not microversion.version_of(request).matches(AGGREGATES_FROM):
+        raise errors.not_found()
 
 
 def get_aggregates(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.check_accept(request)
+    _require_version(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:aggregates:list")
+    with context.db.reader() as conn:
+        provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
+        aggregate_uuids = aggregate_obj.uuids_of(conn, provider)
+    return _response(request, aggregate_uuids, provider)
 
 
 def set_aggregates(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.require_json_content(request)
+    _require_version(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:aggregates:update")
+    version = microversion.version_of(request)
+    uuid = request.urlvars["uuid"]
+    with context.db.reader() as conn:
+        rp_obj.get_by_uuid(conn, uuid)
+    data = wsgi_util.extract_json(request, schema.put_schema(version))
+    if version >= GENERATION_FROM:
+        aggregate_uuids, generation = data["aggregates"], data["resource_provider_generation"]
+    else:
+        aggregate_uuids, generation = data, None
+    provider = db_api.write(context.db, aggregate_obj.set_for_provider, uuid,
+                            aggregate_uuids, generation)
+    return _response(request, aggregate_uuids, provider)

@@ -1,28 +1,173 @@
-"""/resource_providers: not built yet (answers 501)."""
+"""/resource_providers and /resource_providers/{uuid}: create, show, list
+(with its filters), update (names and trees) and delete providers."""
 
 from __future__ import annotations
 
 import webob
-import webob.exc
+from oslo_utils import uuidutils
 
-from placement import errors
+from placement import errors, exceptions, microversion, query, wsgi_util
+from placement.db import api as db_api
+from placement.objects import resource_class as rc_obj
+from placement.objects import resource_provider as rp_obj
+from placement.objects import trait as trait_obj
+from placement.schemas import resource_provider as schema
+
+# The provider's links, each with the version that added it.
+_LINKS = (
+    ((1, 0), "self", ""),
+    ((1, 0), "inventories", "/inventories"),
+    ((1, 0), "usages", "/usages"),
+    ((1, 1), "aggregates", "/aggregates"),
+    ((1, 6), "traits", "/traits"),
+    ((1, 11), "allocations", "/allocations"),
+)
+TREE_FIELDS_FROM = (1, 14)
+POST_RETURNS_BODY_FROM = (1, 20)
+REPARENTING_FROM = (1, 37)
 
 
-def list_resource_providers(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+def _representation(request: webob.Request, provider: rp_obj.ResourceProvider) -> dict:
+    version = microversion.version_of(request)
+    base = wsgi_util.url(request, f"/resource_providers/{provider.uuid}")
+    body = {
+        "uuid": provider.uuid,
+        "name": provider.name,
+        "generation": provider.generation,
+        "links": [{"rel": rel, "href": base + suffix}
+                  for since, rel, suffix in _LINKS if version >= since],
+    }
+    if version >= TREE_FIELDS_FROM:
+        body["parent_provider_uuid"] = provider.parent_provider_uuid
+        body["root_provider_uuid"] = provider.root_provider_uuid
+    return body
+
+
+def _last_modified(providers: list[rp_obj.ResourceProvider]):
+    return wsgi_util.newest(provider.updated_at or provider.created_at
+                            for provider in providers)
+
+
+def _provider_response(request: webob.Request, provider: rp_obj.ResourceProvider,
+                       location: str | None = None) -> webob.Response:
+    return wsgi_util.json_response(
+        request, _representation(request, provider), cache_headers=True,
+        last_modified=_last_modified([provider]), location=location)
 
 
 def create_resource_provider(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.require_json_content(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:create")
+    version = microversion.version_of(request)
+    data = wsgi_util.extract_json(request, schema.post_schema(version))
+    name = data["name"]
+    uuid = rp_obj.normalize_uuid(data["uuid"]) if "uuid" in data else uuidutils.generate_uuid()
+    try:
+        provider = db_api.write(context.db, rp_obj.create, name, uuid,
+                                data.get("parent_provider_uuid"))
+    except rp_obj.DuplicateProvider as error:
+        raise errors.conflict(str(error), errors.DUPLICATE_NAME) from None
+    except rp_obj.ProviderActionError as error:
+        raise errors.bad_request(
+            f'Unable to create resource provider "{name}", {uuid}: {error}') from None
+    location = wsgi_util.url(request, f"/resource_providers/{provider.uuid}")
+    if version >= POST_RETURNS_BODY_FROM:
+        return _provider_response(request, provider, location=location)
+    return wsgi_util.empty_response(request, status=201, location=location)
 
 
 def get_resource_provider(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:show")
+    with context.db.reader() as conn:
+        provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
+    return _provider_response(request, provider)
 
 
 def update_resource_provider(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.require_json_content(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:update")
+    version = microversion.version_of(request)
+    uuid = request.urlvars["uuid"]
+    with context.db.reader() as conn:
+        rp_obj.get_by_uuid(conn, uuid)
+    data = wsgi_util.extract_json(request, schema.put_schema(version))
+    try:
+        provider = db_api.write(
+            context.db, rp_obj.update, uuid, data["name"],
+            data.get("parent_provider_uuid", rp_obj.UNCHANGED),
+            allow_reparenting=version >= REPARENTING_FROM)
+    except rp_obj.DuplicateProvider:
+        raise errors.conflict(
+            f"Conflicting resource provider {data['name']} already exists.",
+            errors.DUPLICATE_NAME) from None
+    except rp_obj.ProviderActionError as error:
+        raise errors.bad_request(f"Unable to save resource provider {uuid}: {error}") from None
+    return _provider_response(request, provider)
 
 
 def delete_resource_provider(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:delete")
+    try:
+        db_api.write(context.db, rp_obj.delete, request.urlvars["uuid"])
+    except rp_obj.ProviderHasChildren as error:
+        raise errors.conflict(str(error), errors.PROVIDER_CANNOT_DELETE_PARENT) from None
+    except rp_obj.ProviderInUse as error:
+        raise errors.conflict(str(error), errors.PROVIDER_IN_USE) from None
+    return wsgi_util.empty_response(request)
+
+
+def _parse_filters(request: webob.Request) -> tuple[rp_obj.ProviderFilters, dict[str, int],
+                                                     query.TraitFilter]:
+    """The list filters with class and trait names still unresolved, in the
+    spec's order: schema, member_of, required, resources."""
+    version = microversion.version_of(request)
+    params = wsgi_util.query_params(request, schema.list_query_schema(version))
+    filters = rp_obj.ProviderFilters(
+        name=params.get("name"), uuid=params.get("uuid"), in_tree=params.get("in_tree"))
+    if "member_of" in params:
+        aggregates = query.parse_member_of(wsgi_util.query_values(request, "member_of"),
+                                           version)
+        filters.member_of = aggregates.required
+        filters.forbidden_aggregates = aggregates.forbidden
+    traits = query.TraitFilter()
+    if "required" in params:
+        traits = query.parse_required(wsgi_util.query_values(request, "required"), version)
+    resources = query.parse_resources(params["resources"]) if "resources" in params else {}
+    return filters, resources, traits
+
+
+def _resolve_names(conn, filters: rp_obj.ProviderFilters, resources: dict[str, int],
+                   traits: query.TraitFilter) -> None:
+    """Fill in the class and trait ids of ``filters``; 400 for unknown names."""
+    try:
+        trait_ids = trait_obj.ids_from_names(conn, sorted(traits.names()))
+    except exceptions.NotFound as error:
+        raise errors.bad_request(f'Invalid trait(s) in "required" parameter: {error}') from None
+    filters.required_traits = [{trait_ids[name] for name in any_of}
+                               for any_of in traits.required]
+    filters.forbidden_traits = {trait_ids[name] for name in traits.forbidden}
+    try:
+        class_ids = rc_obj.ids_from_names(conn, resources)
+    except exceptions.NotFound as error:
+        raise errors.bad_request(
+            f"Invalid resource class in resources parameter: {error}") from None
+    filters.resources = {class_ids[name]: amount for name, amount in resources.items()}
+
+
+def list_resource_providers(request: webob.Request) -> webob.Response:
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:list")
+    filters, resources, traits = _parse_filters(request)
+    with context.db.reader() as conn:
+        _resolve_names(conn, filters, resources, traits)
+        providers = rp_obj.list_providers(conn, filters)
+    body = {"resource_providers": [_representation(request, provider)
+                                   for provider in providers]}
+    return wsgi_util.json_response(request, body, cache_headers=True,
+                                   last_modified=_last_modified(providers))

@@ -1,12 +1,22 @@
-"""Resource providers: lookups and the generation compare-and-swap every
-write to a provider goes through."""
+"""Resource providers: lookups, creation, update (names and trees),
+deletion, the list filters, and the generation compare-and-swap every write
+to a provider goes through.
+
+A provider tree is the set of providers sharing a ``root_provider_id``; a
+root points to itself. Moving a provider moves its whole subtree, so every
+tree change rewrites the root of the moved subtree.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import uuid as uuid_lib
+from collections.abc import Iterable
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 from sqlalchemy.orm import aliased
 
 from placement import exceptions
@@ -15,6 +25,11 @@ from placement.db import tables
 _rp = tables.resource_providers
 _parent = aliased(_rp)
 _root = aliased(_rp)
+_inv = tables.inventories
+_alloc = tables.allocations
+_rp_trait = tables.resource_provider_traits
+_rp_agg = tables.resource_provider_aggregates
+_agg = tables.placement_aggregates
 
 
 @dataclasses.dataclass
@@ -29,6 +44,37 @@ class ResourceProvider:
     parent_provider_uuid: str | None
     created_at: datetime.datetime | None
     updated_at: datetime.datetime | None
+
+
+class DuplicateProvider(exceptions.Conflict):
+    """Another provider already has this uuid or name."""
+
+
+class ProviderActionError(exceptions.InvalidInput):
+    """A create or update the provider rules refuse. ``action`` and
+    ``reason`` are kept apart because the API words the message around
+    them (and, upstream, names ``create`` for a missing parent even on
+    update)."""
+
+    def __init__(self, action: str, reason: str):
+        super().__init__(f"Object action {action} failed because: {reason}")
+        self.action = action
+        self.reason = reason
+
+
+class ProviderInUse(exceptions.Conflict):
+    """The provider has allocations and cannot be deleted."""
+
+
+class ProviderHasChildren(exceptions.Conflict):
+    """The provider has child providers and cannot be deleted."""
+
+
+PARENT_MISSING = "parent provider UUID does not exist."
+
+
+def _now() -> datetime.datetime:
+    return timeutils.utcnow().replace(tzinfo=None)
 
 
 def select_providers() -> sa.Select:
@@ -47,11 +93,16 @@ def select_providers() -> sa.Select:
     )
 
 
-def get_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider:
+def find_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider | None:
     row = connection.execute(select_providers().where(_rp.c.uuid == uuid)).one_or_none()
-    if row is None:
+    return None if row is None else ResourceProvider(**row._mapping)
+
+
+def get_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider:
+    provider = find_by_uuid(connection, uuid)
+    if provider is None:
         raise exceptions.NotFound(f"No resource provider with uuid {uuid} found")
-    return ResourceProvider(**row._mapping)
+    return provider
 
 
 def increment_generation(connection: sa.engine.Connection, provider: ResourceProvider) -> int:
@@ -70,3 +121,263 @@ def increment_generation(connection: sa.engine.Connection, provider: ResourcePro
             "by another request. Please update the generation and try again.")
     provider.generation += 1
     return provider.generation
+
+
+GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
+                      "the generation and try again.")
+
+
+def check_generation(provider: ResourceProvider, generation: int) -> None:
+    """ConcurrentUpdate unless the client saw the provider's current generation."""
+    if generation != provider.generation:
+        raise exceptions.ConcurrentUpdate(GENERATION_CHANGED)
+
+
+def normalize_uuid(value: str) -> str:
+    """Lower-case dashed form of any uuid-like string (dashless, upper
+    case, ``urn:uuid:`` ...)."""
+    return str(uuid_lib.UUID(value))
+
+
+# -- creation and update ---------------------------------------------------
+
+def _check_unique(connection: sa.engine.Connection, name: str,
+                  uuid: str | None = None, exclude_id: int | None = None) -> None:
+    if uuid is not None and connection.scalar(
+            sa.select(_rp.c.id).where(_rp.c.uuid == uuid)) is not None:
+        raise DuplicateProvider(f"Conflicting resource provider uuid: {uuid} already exists.")
+    query = sa.select(_rp.c.id).where(_rp.c.name == name)
+    if exclude_id is not None:
+        query = query.where(_rp.c.id != exclude_id)
+    if connection.scalar(query) is not None:
+        raise DuplicateProvider(f"Conflicting resource provider name: {name} already exists.")
+
+
+def create(connection: sa.engine.Connection, name: str, uuid: str,
+           parent_uuid: str | None = None) -> ResourceProvider:
+    """A new provider (generation 0), a root unless ``parent_uuid`` is given."""
+    uuid = normalize_uuid(uuid)
+    if not name:
+        raise ProviderActionError("create", "name is required")
+    parent = None
+    if parent_uuid is not None:
+        parent_uuid = normalize_uuid(parent_uuid)
+        if parent_uuid == uuid:
+            raise ProviderActionError(
+                "create", "parent provider UUID cannot be same as UUID. Please set "
+                "parent provider UUID to None if there is no parent.")
+        parent = find_by_uuid(connection, parent_uuid)
+        if parent is None:
+            raise ProviderActionError("create", PARENT_MISSING)
+    _check_unique(connection, name, uuid)
+    try:
+        provider_id = connection.execute(sa.insert(_rp).values(
+            uuid=uuid, name=name, generation=0, created_at=_now(),
+            parent_provider_id=parent.id if parent else None,
+            root_provider_id=parent.root_provider_id if parent else None,
+        )).inserted_primary_key[0]
+    except db_exc.DBDuplicateEntry:
+        # Another request created the same uuid or name since our check.
+        raise DuplicateProvider(
+            f"Conflicting resource provider uuid: {uuid}, name: {name} already exists."
+        ) from None
+    if parent is None:
+        connection.execute(
+            sa.update(_rp).where(_rp.c.id == provider_id).values(root_provider_id=provider_id))
+    return get_by_uuid(connection, uuid)
+
+
+def _subtree_ids(connection: sa.engine.Connection, provider: ResourceProvider) -> set[int]:
+    """The provider and all its descendants."""
+    children_of: dict[int, list[int]] = {}
+    rows = connection.execute(sa.select(_rp.c.id, _rp.c.parent_provider_id)
+                              .where(_rp.c.root_provider_id == provider.root_provider_id))
+    for row in rows:
+        children_of.setdefault(row.parent_provider_id, []).append(row.id)
+    subtree, pending = set(), [provider.id]
+    while pending:
+        current = pending.pop()
+        subtree.add(current)
+        pending.extend(children_of.get(current, []))
+    return subtree
+
+
+def _move_subtree(connection: sa.engine.Connection, provider: ResourceProvider,
+                  parent: ResourceProvider | None) -> None:
+    """Attach ``provider`` under ``parent`` (None: make it a root) and give
+    its whole subtree the new root."""
+    new_root_id = parent.root_provider_id if parent else provider.id
+    subtree = _subtree_ids(connection, provider)
+    connection.execute(sa.update(_rp).where(_rp.c.id.in_(subtree))
+                       .values(root_provider_id=new_root_id))
+    connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
+                       .values(parent_provider_id=parent.id if parent else None))
+
+
+def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvider,
+                      parent_uuid: str | None, allow_reparenting: bool
+                      ) -> ResourceProvider | None:
+    """The new parent provider (None for no parent), after the tree rules."""
+    parent = None
+    if parent_uuid is not None:
+        parent = find_by_uuid(connection, normalize_uuid(parent_uuid))
+        if parent is None:
+            # Upstream names the action "create" here although it is an update.
+            raise ProviderActionError("create", PARENT_MISSING)
+    if provider.parent_provider_id is not None and not allow_reparenting:
+        if parent is None:
+            raise ProviderActionError(
+                "update", "un-parenting a provider is not currently allowed.")
+        if parent.id != provider.parent_provider_id:
+            raise ProviderActionError(
+                "update", "re-parenting a provider is not currently allowed.")
+    if parent is not None and parent.id in _subtree_ids(connection, provider):
+        raise ProviderActionError(
+            "update", "creating loop in the provider tree is not allowed.")
+    return parent
+
+
+# Sentinel: leave the parent as it is (None means "make it a root").
+UNCHANGED = object()
+
+
+def update(connection: sa.engine.Connection, uuid: str, name: str,
+           parent_uuid: str | None | object = UNCHANGED,
+           allow_reparenting: bool = False) -> ResourceProvider:
+    """Rename provider ``uuid`` and, when ``parent_uuid`` is passed, move it
+    in the trees (None: make it a root). Moving a provider that has a parent
+    needs ``allow_reparenting``. The generation does not change."""
+    provider = get_by_uuid(connection, uuid)
+    if parent_uuid is not UNCHANGED:
+        parent = _check_new_parent(connection, provider, parent_uuid, allow_reparenting)
+        if (parent.id if parent else None) != provider.parent_provider_id:
+            _move_subtree(connection, provider, parent)
+    _check_unique(connection, name, exclude_id=provider.id)
+    try:
+        connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
+                           .values(name=name, updated_at=_now()))
+    except db_exc.DBDuplicateEntry:
+        raise DuplicateProvider(
+            f"Conflicting resource provider name: {name} already exists.") from None
+    return get_by_uuid(connection, provider.uuid)
+
+
+
+# -- deletion --------------------------------------------------------------
+
+def delete(connection: sa.engine.Connection, uuid: str) -> None:
+    """Delete the provider with its inventories, trait and aggregate links;
+    refused while it has children or allocations."""
+    provider = find_by_uuid(connection, uuid)
+    if provider is None:
+        raise exceptions.NotFound(f"No resource provider with uuid {uuid} found for delete")
+    if connection.scalar(sa.select(_rp.c.id).where(
+            _rp.c.parent_provider_id == provider.id).limit(1)) is not None:
+        raise ProviderHasChildren(
+            f"Unable to delete parent resource provider {uuid}: "
+            "It has child resource providers.")
+    if connection.scalar(sa.select(_alloc.c.id).where(
+            _alloc.c.resource_provider_id == provider.id).limit(1)) is not None:
+        raise ProviderInUse(
+            f"Unable to delete resource provider {uuid}: Resource provider has allocations.")
+    for table in (_inv, _rp_trait, _rp_agg):
+        connection.execute(sa.delete(table).where(table.c.resource_provider_id == provider.id))
+    # A root refers to itself: drop that reference first so that no
+    # backend's foreign-key check can object to the delete.
+    connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
+                       .values(root_provider_id=None))
+    connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id))
+
+
+# -- filters ---------------------------------------------------------------
+# Each returns a condition on ``resource_providers.id`` usable in any query
+# that has the resource_providers table (or an alias, through ``column``).
+
+def has_capacity(resource_class_id: int, amount: int,
+                 column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
+    """The provider itself can take ``amount`` more of the class: unit
+    limits, step size and remaining capacity of its inventory."""
+    used = (sa.select(_alloc.c.resource_provider_id,
+                      sa.func.sum(_alloc.c.used).label("used"))
+            .where(_alloc.c.resource_class_id == resource_class_id)
+            .group_by(_alloc.c.resource_provider_id)
+            .subquery())
+    capable = (
+        sa.select(_inv.c.resource_provider_id)
+        .select_from(_inv.outerjoin(used, used.c.resource_provider_id
+                                    == _inv.c.resource_provider_id))
+        .where(
+            _inv.c.resource_class_id == resource_class_id,
+            _inv.c.min_unit <= amount,
+            _inv.c.max_unit >= amount,
+            sa.literal(amount) % _inv.c.step_size == 0,
+            sa.func.coalesce(used.c.used, 0) + amount
+            <= (_inv.c.total - _inv.c.reserved) * _inv.c.allocation_ratio,
+        )
+    )
+    return column.in_(capable)
+
+
+def in_any_aggregate(aggregate_uuids: Iterable[str],
+                     column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
+    """The provider itself is directly associated with one of the aggregates."""
+    members = (sa.select(_rp_agg.c.resource_provider_id)
+               .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
+               .where(_agg.c.uuid.in_(list(aggregate_uuids))))
+    return column.in_(members)
+
+
+def has_any_trait(trait_ids: Iterable[int],
+                  column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
+    """The provider itself has at least one of the traits."""
+    owners = (sa.select(_rp_trait.c.resource_provider_id)
+              .where(_rp_trait.c.trait_id.in_(list(trait_ids))))
+    return column.in_(owners)
+
+
+def in_tree_of(uuid: str, root_column: sa.ColumnElement = _rp.c.root_provider_id
+               ) -> sa.ColumnElement[bool]:
+    """The provider is in the same tree as provider ``uuid`` (nothing when
+    there is no such provider)."""
+    tree_root = sa.select(_rp.c.root_provider_id).where(_rp.c.uuid == uuid).scalar_subquery()
+    return root_column == tree_root
+
+
+@dataclasses.dataclass
+class ProviderFilters:
+    """What GET /resource_providers can ask for; everything is ANDed.
+    Names are resolved to ids by the caller (unknown names are errors)."""
+    name: str | None = None
+    uuid: str | None = None
+    in_tree: str | None = None
+    # Each set: the provider is in at least one of these aggregates.
+    member_of: list[set[str]] = dataclasses.field(default_factory=list)
+    forbidden_aggregates: set[str] = dataclasses.field(default_factory=set)
+    # {resource class id: amount}
+    resources: dict[int, int] = dataclasses.field(default_factory=dict)
+    # Each set: the provider has at least one of these traits.
+    required_traits: list[set[int]] = dataclasses.field(default_factory=list)
+    forbidden_traits: set[int] = dataclasses.field(default_factory=set)
+
+
+def list_providers(connection: sa.engine.Connection,
+                   filters: ProviderFilters | None = None) -> list[ResourceProvider]:
+    """The providers matching every filter, in creation order."""
+    filters = filters or ProviderFilters()
+    conditions: list[sa.ColumnElement[bool]] = []
+    if filters.name is not None:
+        conditions.append(_rp.c.name == filters.name)
+    if filters.uuid is not None:
+        conditions.append(_rp.c.uuid == filters.uuid)
+    if filters.in_tree is not None:
+        conditions.append(in_tree_of(filters.in_tree))
+    conditions.extend(in_any_aggregate(uuids) for uuids in filters.member_of)
+    if filters.forbidden_aggregates:
+        conditions.append(sa.not_(in_any_aggregate(filters.forbidden_aggregates)))
+    conditions.extend(has_capacity(rc_id, amount)
+                      for rc_id, amount in filters.resources.items())
+    conditions.extend(has_any_trait(trait_ids) for trait_ids in filters.required_traits)
+    if filters.forbidden_traits:
+        conditions.append(sa.not_(has_any_trait(filters.forbidden_traits)))
+    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
+    return [ResourceProvider(**row._mapping) for row in rows]

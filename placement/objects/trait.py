@@ -1,15 +1,45 @@
-"""Traits: name <-> id resolution."""
+"""Traits: name <-> id resolution, the trait catalogue (standard traits
+from os-traits, custom ``CUSTOM_*`` ones made by users) and the traits of
+each provider."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 from collections.abc import Iterable
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
 
 from placement import exceptions
 from placement.db import tables
+from placement.objects import resource_provider as rp_obj
+from placement.objects.resource_provider import ResourceProvider
 
 _trait = tables.traits
+_rp_trait = tables.resource_provider_traits
+CUSTOM_PREFIX = "CUSTOM_"
+
+
+@dataclasses.dataclass
+class Trait:
+    id: int
+    name: str
+    created_at: datetime.datetime | None
+    updated_at: datetime.datetime | None
+
+    @property
+    def last_modified(self) -> datetime.datetime | None:
+        return self.updated_at or self.created_at
+
+
+def _select_traits() -> sa.Select:
+    return sa.select(_trait.c.id, _trait.c.name, _trait.c.created_at, _trait.c.updated_at)
+
+
+def _traits(connection: sa.engine.Connection, query: sa.Select) -> list[Trait]:
+    return [Trait(**row._mapping) for row in connection.execute(query.order_by(_trait.c.id))]
 
 
 def ids_from_names(connection: sa.engine.Connection, names: Iterable[str]) -> dict[str, int]:
@@ -23,3 +53,107 @@ def ids_from_names(connection: sa.engine.Connection, names: Iterable[str]) -> di
     if missing:
         raise exceptions.NotFound(f"No such trait(s): {', '.join(missing)}.")
     return found
+
+
+def list_traits(connection: sa.engine.Connection, names: Iterable[str] | None = None,
+                prefix: str | None = None, associated: bool | None = None) -> list[Trait]:
+    """Traits filtered by exact names, name prefix and whether any provider
+    has them (each filter applies when not None)."""
+    query = _select_traits()
+    if names is not None:
+        query = query.where(_trait.c.name.in_(list(names)))
+    if prefix is not None:
+        query = query.where(_trait.c.name.startswith(prefix, autoescape=True))
+    if associated is not None:
+        in_use = _trait.c.id.in_(sa.select(_rp_trait.c.trait_id))
+        query = query.where(in_use if associated else sa.not_(in_use))
+    return _traits(connection, query)
+
+
+def get(connection: sa.engine.Connection, name: str) -> Trait:
+    row = connection.execute(_select_traits().where(_trait.c.name == name)).one_or_none()
+    if row is None:
+        raise exceptions.NotFound(f"No such trait(s): {name}.")
+    return Trait(**row._mapping)
+
+
+def ensure(connection: sa.engine.Connection, name: str) -> tuple[Trait, bool]:
+    """The trait ``name``, created if needed; True when it was created."""
+    try:
+        return get(connection, name), False
+    except exceptions.NotFound:
+        pass
+    try:
+        with connection.begin_nested():
+            connection.execute(sa.insert(_trait).values(
+                name=name, created_at=timeutils.utcnow().replace(tzinfo=None)))
+    except db_exc.DBDuplicateEntry:
+        # Created by a concurrent request: it exists, which is all we want.
+        return get(connection, name), False
+    return get(connection, name), True
+
+
+def delete(connection: sa.engine.Connection, name: str) -> None:
+    """Delete a custom trait no provider uses."""
+    trait = get(connection, name)
+    if not name.startswith(CUSTOM_PREFIX):
+        raise exceptions.InvalidInput(f"Cannot delete standard trait {name}.")
+    if connection.scalar(sa.select(_rp_trait.c.trait_id)
+                         .where(_rp_trait.c.trait_id == trait.id).limit(1)) is not None:
+        raise exceptions.Conflict(f"The trait {name} is in use by a resource provider.")
+    connection.execute(sa.delete(_trait).where(_trait.c.id == trait.id))
+
+
+def of_provider(connection: sa.engine.Connection, provider: ResourceProvider) -> list[Trait]:
+    query = _select_traits().join(_rp_trait, _rp_trait.c.trait_id == _trait.c.id).where(
+        _rp_trait.c.resource_provider_id == provider.id)
+    return _traits(connection, query)
+
+
+def replace_for_provider(connection: sa.engine.Connection, provider: ResourceProvider,
+                         names: Iterable[str]) -> list[Trait]:
+    """Make ``names`` exactly the provider's traits; the generation goes up
+    only when the set changes. InvalidInput (``No such trait A, B``) for
+    unknown names, before anything is written."""
+    names = list(dict.fromkeys(names))
+    wanted = _traits(connection, _select_traits().where(_trait.c.name.in_(names)))
+    missing = set(names) - {trait.name for trait in wanted}
+    if missing:
+        raise exceptions.InvalidInput(f"No such trait {', '.join(sorted(missing))}")
+    wanted_ids = {trait.id for trait in wanted}
+    current_ids = {trait.id for trait in of_provider(connection, provider)}
+    if wanted_ids != current_ids:
+        rp_obj.increment_generation(connection, provider)
+        stale = current_ids - wanted_ids
+        if stale:
+            connection.execute(sa.delete(_rp_trait).where(
+                _rp_trait.c.resource_provider_id == provider.id,
+                _rp_trait.c.trait_id.in_(stale)))
+        now = timeutils.utcnow().replace(tzinfo=None)
+        new_links = [{"resource_provider_id": provider.id, "trait_id": trait_id,
+                      "created_at": now} for trait_id in wanted_ids - current_ids]
+        if new_links:
+            connection.execute(sa.insert(_rp_trait), new_links)
+    return wanted
+
+
+def delete_for_provider(connection: sa.engine.Connection, provider: ResourceProvider) -> None:
+    """Remove all the provider's traits; the generation goes up if it had any."""
+    if of_provider(connection, provider):
+        rp_obj.increment_generation(connection, provider)
+        connection.execute(sa.delete(_rp_trait).where(
+            _rp_trait.c.resource_provider_id == provider.id))
+
+
+def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
+                     names: Iterable[str], generation: int
+                     ) -> tuple[ResourceProvider, list[Trait]]:
+    """Replace the traits of provider ``provider_uuid``, whose generation
+    the client says is ``generation``; the provider and its new traits."""
+    provider = rp_obj.get_by_uuid(connection, provider_uuid)
+    rp_obj.check_generation(provider, generation)
+    return provider, replace_for_provider(connection, provider, names)
+
+
+def delete_all_for_provider(connection: sa.engine.Connection, provider_uuid: str) -> None:
+    delete_for_provider(connection, rp_obj.get_by_uuid(connection, provider_uuid))

@@ -1,0 +1,79 @@
+"""Aggregates of providers: plain uuids, created the first time a provider
+is associated with them and never deleted."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+
+from placement import exceptions
+from placement.db import tables
+from placement.objects import resource_provider as rp_obj
+from placement.objects.resource_provider import ResourceProvider
+
+_agg = tables.placement_aggregates
+_rp_agg = tables.resource_provider_aggregates
+
+
+def uuids_of(connection: sa.engine.Connection, provider: ResourceProvider) -> list[str]:
+    """The provider's aggregate uuids, in association order."""
+    rows = connection.execute(
+        sa.select(_agg.c.uuid)
+        .join(_rp_agg, _rp_agg.c.aggregate_id == _agg.c.id)
+        .where(_rp_agg.c.resource_provider_id == provider.id)
+        .order_by(_rp_agg.c.created_at, _agg.c.id))
+    return [row.uuid for row in rows]
+
+
+def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) -> dict[str, int]:
+    """{uuid: aggregate id}, inserting the aggregates not seen before."""
+    query = sa.select(_agg.c.uuid, _agg.c.id).where(_agg.c.uuid.in_(uuids))
+    found = {row.uuid: row.id for row in connection.execute(query)}
+    now = timeutils.utcnow().replace(tzinfo=None)
+    for uuid in uuids:
+        if uuid in found:
+            continue
+        try:
+            with connection.begin_nested():
+                found[uuid] = connection.execute(
+                    sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
+        except db_exc.DBDuplicateEntry:
+            # Another request created it meanwhile; use theirs.
+            found[uuid] = connection.scalar(sa.select(_agg.c.id).where(_agg.c.uuid == uuid))
+    return found
+
+
+def replace(connection: sa.engine.Connection, provider: ResourceProvider,
+            uuids: list[str]) -> None:
+    """Make ``uuids`` exactly the provider's aggregates (kept as given)."""
+    wanted = _ids_creating_missing(connection, uuids) if uuids else {}
+    current = set(connection.scalars(sa.select(_rp_agg.c.aggregate_id).where(
+        _rp_agg.c.resource_provider_id == provider.id)))
+    stale = current - set(wanted.values())
+    if stale:
+        connection.execute(sa.delete(_rp_agg).where(
+            _rp_agg.c.resource_provider_id == provider.id,
+            _rp_agg.c.aggregate_id.in_(stale)))
+    now = timeutils.utcnow().replace(tzinfo=None)
+    new_links = [{"resource_provider_id": provider.id, "aggregate_id": aggregate_id,
+                  "created_at": now}
+                 for aggregate_id in dict.fromkeys(wanted.values()) if aggregate_id not in current]
+    if new_links:
+        connection.execute(sa.insert(_rp_agg), new_links)
+
+
+def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
+                     uuids: list[str], generation: int | None = None) -> ResourceProvider:
+    """Replace the aggregates of provider ``provider_uuid``. With a
+    ``generation`` (1.19+) it must be the current one and the provider
+    generation goes up, changed set or not; without, it is left alone."""
+    provider = rp_obj.get_by_uuid(connection, provider_uuid)
+    if generation is not None:
+        rp_obj.check_generation(provider, generation)
+        try:
+            rp_obj.increment_generation(connection, provider)
+        except exceptions.ConcurrentUpdate as error:
+            raise exceptions.ConcurrentUpdate(f"Update conflict: {error}") from None
+    replace(connection, provider, uuids)
+    return provider

@@ -1,0 +1,221 @@
+"""The provider object layer: trees, deletion, and the reusable filter
+conditions, against a real (SQLite) database."""
+
+from __future__ import annotations
+
+import uuid as uuid_lib
+
+import pytest
+import sqlalchemy as sa
+
+from placement import exceptions
+from placement.db import tables
+from placement.objects import aggregate as aggregate_obj
+from placement.objects import resource_provider as rp_obj
+from placement.objects import trait as trait_obj
+from tests.db import FreshDatabase
+from tests.fixtures.providers import VCPU, insert_inventory
+
+
+@pytest.fixture
+def db():
+    database = FreshDatabase()
+    yield database.db
+    database.close()
+
+
+def new_uuid() -> str:
+    return str(uuid_lib.uuid4())
+
+
+def make(db, name: str, parent: rp_obj.ResourceProvider | None = None
+         ) -> rp_obj.ResourceProvider:
+    with db.writer() as conn:
+        return rp_obj.create(conn, name, new_uuid(), parent.uuid if parent else None)
+
+
+def reload(db, provider: rp_obj.ResourceProvider) -> rp_obj.ResourceProvider:
+    with db.reader() as conn:
+        return rp_obj.get_by_uuid(conn, provider.uuid)
+
+
+def test_create_normalises_the_uuid(db):
+    with db.writer() as conn:
+        provider = rp_obj.create(conn, "cn", "urn:uuid:7A4EC4E1C0D44F8C8B7CA1B1B1B1B1B1")
+    assert provider.uuid == "7a4ec4e1-c0d4-4f8c-8b7c-a1b1b1b1b1b1"
+    assert provider.root_provider_uuid == provider.uuid
+    assert provider.parent_provider_uuid is None
+    assert provider.generation == 0
+    assert provider.created_at is not None
+
+
+def test_create_refuses_duplicates(db):
+    first = make(db, "cn")
+    with db.writer() as conn, pytest.raises(rp_obj.DuplicateProvider, match="uuid"):
+        rp_obj.create(conn, "other", first.uuid)
+    with db.writer() as conn, pytest.raises(rp_obj.DuplicateProvider, match="name: cn"):
+        rp_obj.create(conn, "cn", new_uuid())
+
+
+def test_child_gets_the_root_of_its_parent(db):
+    root = make(db, "root")
+    child = make(db, "child", root)
+    grandchild = make(db, "grandchild", child)
+    assert grandchild.parent_provider_uuid == child.uuid
+    assert grandchild.root_provider_uuid == root.uuid
+
+
+def test_moving_a_subtree_rewrites_every_root(db):
+    root = make(db, "root")
+    other_root = make(db, "other")
+    child = make(db, "child", root)
+    grandchild = make(db, "grandchild", child)
+    great = make(db, "great", grandchild)
+    sibling = make(db, "sibling", root)
+    with db.writer() as conn:
+        rp_obj.update(conn, child.uuid, "child", other_root.uuid, allow_reparenting=True)
+    assert reload(db, great).root_provider_uuid == other_root.uuid
+    assert reload(db, grandchild).root_provider_uuid == other_root.uuid
+    assert reload(db, sibling).root_provider_uuid == root.uuid
+    with db.writer() as conn:
+        rp_obj.update(conn, grandchild.uuid, "grandchild", None, allow_reparenting=True)
+    assert reload(db, great).root_provider_uuid == grandchild.uuid
+    assert reload(db, child).root_provider_uuid == other_root.uuid
+
+
+def test_moving_needs_permission_when_there_is_a_parent(db):
+    root = make(db, "root")
+    other_root = make(db, "other")
+    child = make(db, "child", root)
+    with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError) as caught:
+        rp_obj.update(conn, child.uuid, "child", other_root.uuid)
+    assert caught.value.action == "update"
+    assert "re-parenting" in caught.value.reason
+    with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError, match="un-parenting"):
+        rp_obj.update(conn, child.uuid, "child", None)
+    assert reload(db, child).parent_provider_uuid == root.uuid
+
+
+def test_loops_are_refused_at_any_depth(db):
+    root = make(db, "root")
+    child = make(db, "child", root)
+    grandchild = make(db, "grandchild", child)
+    for target in (root, child, grandchild):
+        with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError, match="loop"):
+            rp_obj.update(conn, root.uuid, "root", target.uuid, allow_reparenting=True)
+    assert reload(db, root).parent_provider_uuid is None
+
+
+def test_unknown_parent_is_reported_as_create(db):
+    root = make(db, "root")
+    with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError) as caught:
+        rp_obj.update(conn, root.uuid, "root", new_uuid())
+    assert caught.value.action == "create"
+
+
+def test_update_does_not_touch_the_generation(db):
+    root = make(db, "root")
+    with db.writer() as conn:
+        rp_obj.increment_generation(conn, root)
+        updated = rp_obj.update(conn, root.uuid, "renamed")
+    assert updated.name == "renamed"
+    assert updated.generation == 1
+    assert updated.updated_at is not None
+
+
+def test_stale_generation_is_a_concurrent_update(db):
+    root = make(db, "root")
+    stale = reload(db, root)
+    with db.writer() as conn:
+        rp_obj.increment_generation(conn, root)
+    with db.writer() as conn, pytest.raises(exceptions.ConcurrentUpdate):
+        rp_obj.increment_generation(conn, stale)
+    with pytest.raises(exceptions.ConcurrentUpdate, match="generation already changed"):
+        rp_obj.check_generation(reload(db, root), 0)
+
+
+def test_delete_removes_inventories_traits_and_aggregate_links(db):
+    provider = make(db, "cn")
+    other = make(db, "other")
+    aggregate = new_uuid()
+    with db.writer() as conn:
+        insert_inventory(conn, provider.id, VCPU, total=4, max_unit=4)
+        trait_obj.replace_for_provider(conn, provider, ["HW_CPU_X86_SSE"])
+        aggregate_obj.replace(conn, provider, [aggregate])
+        aggregate_obj.replace(conn, other, [aggregate])
+    with db.writer() as conn:
+        rp_obj.delete(conn, provider.uuid)
+    with db.reader() as conn:
+        for table in (tables.inventories, tables.resource_provider_traits,
+                      tables.resource_provider_aggregates):
+            assert conn.scalar(sa.select(sa.func.count()).select_from(table).where(
+                table.c.resource_provider_id == provider.id)) == 0
+        assert aggregate_obj.uuids_of(conn, other) == [aggregate]
+        assert rp_obj.find_by_uuid(conn, provider.uuid) is None
+
+
+def test_delete_refuses_parents_before_allocations(db):
+    root = make(db, "root")
+    make(db, "child", root)
+    with db.writer() as conn:
+        conn.execute(sa.insert(tables.allocations).values(
+            resource_provider_id=root.id, consumer_id=new_uuid(), resource_class_id=VCPU,
+            used=1))
+    with db.writer() as conn, pytest.raises(rp_obj.ProviderHasChildren):
+        rp_obj.delete(conn, root.uuid)
+
+
+def test_filter_conditions_are_reusable_in_other_queries(db):
+    full = make(db, "full")
+    roomy = make(db, "roomy")
+    with db.writer() as conn:
+        insert_inventory(conn, full.id, VCPU, total=2, max_unit=2)
+        insert_inventory(conn, roomy.id, VCPU, total=2, max_unit=2, allocation_ratio=4.0)
+        conn.execute(sa.insert(tables.allocations).values(
+            resource_provider_id=full.id, consumer_id=new_uuid(), resource_class_id=VCPU,
+            used=2))
+    provider_ids = sa.select(tables.resource_providers.c.id)
+    with db.reader() as conn:
+        capable = set(conn.scalars(provider_ids.where(rp_obj.has_capacity(VCPU, 2))))
+    assert capable == {roomy.id}
+
+
+def test_list_filters_combine(db):
+    gold = make(db, "gold")
+    plain = make(db, "plain")
+    aggregate = new_uuid()
+    with db.writer() as conn:
+        sse = trait_obj.ids_from_names(conn, ["HW_CPU_X86_SSE"])["HW_CPU_X86_SSE"]
+        trait_obj.replace_for_provider(conn, gold, ["HW_CPU_X86_SSE"])
+        aggregate_obj.replace(conn, gold, [aggregate])
+        aggregate_obj.replace(conn, plain, [aggregate])
+    with db.reader() as conn:
+        def names(**kwargs):
+            filters = rp_obj.ProviderFilters(**kwargs)
+            return [provider.name for provider in rp_obj.list_providers(conn, filters)]
+
+        assert names() == ["gold", "plain"]
+        assert names(member_of=[{aggregate}]) == ["gold", "plain"]
+        assert names(member_of=[{aggregate}], forbidden_traits={sse}) == ["plain"]
+        assert names(required_traits=[{sse}], forbidden_aggregates={aggregate}) == []
+        assert names(in_tree=plain.uuid) == ["plain"]
+        assert names(in_tree=new_uuid()) == []
+
+
+def test_aggregate_write_losing_the_generation_race(db, monkeypatch):
+    provider = make(db, "cn")
+
+    def lose_the_race(connection, provider):
+        raise exceptions.ConcurrentUpdate("generation moved")
+
+    monkeypatch.setattr(rp_obj, "increment_generation", lose_the_race)
+    with db.writer() as conn, pytest.raises(exceptions.ConcurrentUpdate,
+                                            match="^Update conflict: generation moved"):
+        aggregate_obj.set_for_provider(conn, provider.uuid, [new_uuid()], generation=0)
+
+
+def test_parent_uuid_in_any_uuid_form(db):
+    root = make(db, "root")
+    with db.writer() as conn:
+        child = rp_obj.create(conn, "child", new_uuid(), root.uuid.replace("-", "").upper())
+    assert child.parent_provider_uuid == root.uuid
