@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from placement import microversion
 from placement.handlers import resource_class as resource_class_handler
 from placement.handlers import usage as usage_handler
-from placement.schemas import inventory, resource_class, responses, usage
+from placement.schemas import (
+    aggregate,
+    inventory,
+    resource_class,
+    resource_provider,
+    responses,
+    trait,
+    usage,
+)
 from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
@@ -141,19 +149,21 @@ def _operations() -> dict[tuple[str, str], Operation]:
         # resource providers
         ("/resource_providers", "GET"): Operation(
             "List resource providers, optionally filtered.",
-            (ok(responses.RESOURCE_PROVIDERS),), errors=_protected()),
+            (ok(responses.RESOURCE_PROVIDERS),), query=resource_provider.list_query_schema,
+            errors=_protected()),
         ("/resource_providers", "POST"): Operation(
             "Create a resource provider.",
             (Outcome(201, versions=("1.0", "1.19"), location=True, description="Created."),
              Outcome(200, responses.RESOURCE_PROVIDER, versions=("1.20", None),
                      location=True, cache_headers=True, description="Created.")),
-            errors=WRITE_JSON),
+            body=resource_provider.post_schema, errors=WRITE_JSON),
         (RP, "GET"): Operation(
             "Show a resource provider.",
             (ok(responses.RESOURCE_PROVIDER),), errors=_protected()),
         (RP, "PUT"): Operation(
             "Update a resource provider's name and (1.14+) parent.",
-            (ok(responses.RESOURCE_PROVIDER),), errors=WRITE_JSON),
+            (ok(responses.RESOURCE_PROVIDER),), body=resource_provider.put_schema,
+            errors=WRITE_JSON),
         (RP, "DELETE"): Operation(
             "Delete a resource provider without children or allocations.",
             (deleted,), errors=_protected(409)),
@@ -193,7 +203,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.AGGREGATES),), available=("1.1", None), errors=_protected()),
         (RP + "/aggregates", "PUT"): Operation(
             "Replace the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=("1.1", None), errors=WRITE_JSON),
+            (ok(responses.AGGREGATES),), available=("1.1", None), body=aggregate.put_schema,
+            errors=WRITE_JSON),
         (RP + "/allocations", "GET"): Operation(
             "List the allocations against the provider, by consumer.",
             (ok(responses.PROVIDER_ALLOCATIONS),), errors=_protected()),
@@ -202,7 +213,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.PROVIDER_TRAITS),), available=("1.6", None), errors=_protected()),
         (RP + "/traits", "PUT"): Operation(
             "Replace the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None), errors=WRITE_JSON),
+            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None),
+            body=always(trait.SET_PROVIDER_TRAITS_SCHEMA), errors=WRITE_JSON),
         (RP + "/traits", "DELETE"): Operation(
             "Remove all traits from the provider.",
             (deleted,), available=("1.6", None), errors=_protected(409)),
@@ -228,7 +240,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",
-            (ok(responses.TRAITS),), available=("1.6", None), errors=_protected()),
+            (ok(responses.TRAITS),), available=("1.6", None),
+            query=always(trait.LIST_QUERY_SCHEMA), errors=_protected()),
         ("/traits/{name}", "GET"): Operation(
             "Check that a trait exists.",
             (Outcome(204, cache_headers=True, description="The trait exists."),),
