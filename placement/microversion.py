@@ -99,11 +99,11 @@ def requires(min_version: str, max_version: str | None = None,
         @functools.wraps(handler)
         def wrapper(request: webob.Request, *args, **kwargs):
             if not version_of(request).matches(min_version, max_version):
+                # Only the generic text of the status, unlike routing's 405.
+                headers = []
                 if status is webob.exc.HTTPMethodNotAllowed:
-                    raise errors.http_error(
-                        status, "The method specified is not allowed for this resource.",
-                        headers=[("Allow", request.environ["placement.allowed_methods"])])
-                raise errors.http_error(status)
+                    headers = [("Allow", request.environ["placement.allowed_methods"])]
+                raise errors.http_error(status, headers=headers)
             return handler(request, *args, **kwargs)
 
         return wrapper

@@ -1,28 +1,149 @@
-"""/allocations: not built yet (answers 501)."""
+"""/allocations/{consumer_uuid}, POST /allocations and
+/resource_providers/{uuid}/allocations."""
 
 from __future__ import annotations
 
-import webob
-import webob.exc
+import uuid
+from collections.abc import Callable
 
-from placement import errors
+import webob
+
+from placement import errors, exceptions, microversion, wsgi_util
+from placement.objects import allocation as allocation_obj
+from placement.objects import consumer as consumer_obj
+from placement.objects import resource_provider
+from placement.schemas import allocation as schema
+
+OWNER_FROM = (1, 8)
+DICT_FORM_FROM = (1, 12)
+CONSUMER_GENERATION_FROM = (1, 28)
+CONSUMER_TYPE_FROM = (1, 38)
 
 
 def list_for_resource_provider(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
-
-
-def set_allocations(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:resource_providers:allocations:list")
+    provider_uuid = request.urlvars["uuid"]
+    with context.db.reader() as connection:
+        try:
+            provider = resource_provider.get_by_uuid(connection, provider_uuid)
+        except exceptions.NotFound as error:
+            raise errors.not_found(
+                f"Resource provider '{provider_uuid}' not found: {error}") from None
+        view = allocation_obj.get_for_provider(connection, provider)
+    if microversion.version_of(request) < CONSUMER_GENERATION_FROM:
+        for entry in view.allocations.values():
+            del entry["consumer_generation"]
+    body = {"allocations": view.allocations,
+            "resource_provider_generation": provider.generation}
+    return wsgi_util.json_response(request, body, cache_headers=True,
+                                   last_modified=view.last_modified)
 
 
 def list_for_consumer(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocations:list")
+    with context.db.reader() as connection:
+        view = allocation_obj.get_for_consumer(connection, request.urlvars["consumer_uuid"])
+    body: dict = {"allocations": view.allocations}
+    version = microversion.version_of(request)
+    if view.consumer is not None and version >= DICT_FORM_FROM:
+        body["project_id"] = view.consumer.project_id
+        body["user_id"] = view.consumer.user_id
+        if version >= CONSUMER_GENERATION_FROM:
+            body["consumer_generation"] = view.consumer.generation
+        if version >= CONSUMER_TYPE_FROM:
+            body["consumer_type"] = view.consumer.consumer_type
+    return wsgi_util.json_response(request, body, cache_headers=True,
+                                   last_modified=view.last_modified)
+
+
+def _normalised_consumer_uuid(value: str) -> str:
+    """Any uuid-like form (dashless, upper case, urn:...) as lower-case dashed."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise errors.bad_request(f"Malformed consumer_uuid: {value}") from None
+
+
+def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:
+    """The pre-1.12 list of {resource_provider: {uuid}, resources} as the
+    dict form; a provider listed twice keeps its last entry."""
+    return {entry["resource_provider"]["uuid"]: {"resources": entry["resources"]}
+            for entry in allocations}
+
+
+def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
+                      ) -> allocation_obj.ConsumerAllocations:
+    """One consumer's entry of a PUT or POST body (dict form), as a write
+    request: the owner (the configured "incomplete" one below 1.8), the type
+    (1.38+) and the expected generation (1.28+)."""
+    version = microversion.version_of(request)
+    if version >= OWNER_FROM:
+        owner = consumer_obj.Owner(data["project_id"], data["user_id"],
+                                   data.get("consumer_type"))
+    else:
+        conf = wsgi_util.context_of(request).conf.placement
+        owner = consumer_obj.Owner(conf.incomplete_consumer_project_id,
+                                   conf.incomplete_consumer_user_id)
+    return allocation_obj.ConsumerAllocations(
+        consumer_uuid=consumer_uuid,
+        allocations={provider_uuid: entry["resources"]
+                     for provider_uuid, entry in data["allocations"].items()},
+        owner=owner,
+        check_generation=version >= CONSUMER_GENERATION_FROM,
+        generation=data.get("consumer_generation"),
+    )
+
+
+def _write(request: webob.Request, requests: list[allocation_obj.ConsumerAllocations],
+           unknown_class_message: Callable[[str], str]) -> webob.Response:
+    """Write the allocations with the server-side retries; 204."""
+    context = wsgi_util.context_of(request)
+    try:
+        allocation_obj.replace_all(context.db, requests,
+                                   context.conf.placement.allocation_conflict_retry_count)
+    except allocation_obj.UnknownResourceClass as error:
+        raise errors.bad_request(unknown_class_message(str(error))) from None
+    except allocation_obj.AllocationRefused as error:
+        raise errors.conflict(f"Unable to allocate inventory: {error}") from None
+    except allocation_obj.ConcurrentWrite as error:
+        raise errors.conflict(
+            f"Inventory and/or allocations changed while attempting to allocate: {error}",
+            errors.CONCURRENT_UPDATE) from None
+    return wsgi_util.empty_response(request)
 
 
 def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.require_json_content(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocations:update")
+    consumer_uuid = _normalised_consumer_uuid(request.urlvars["consumer_uuid"])
+    version = microversion.version_of(request)
+    data = wsgi_util.extract_json(request, schema.put_schema(version))
+    if version < DICT_FORM_FROM:
+        data["allocations"] = _list_form_to_dict_form(data["allocations"])
+    return _write(request, [consumer_request(request, consumer_uuid, data)],
+                  lambda error: f"Unable to allocate inventory for consumer "
+                                f"{consumer_uuid}: {error}")
+
+
+@microversion.requires("1.13")
+def set_allocations(request: webob.Request) -> webob.Response:
+    wsgi_util.require_json_content(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocations:manage")
+    data = wsgi_util.extract_json(request, schema.post_schema(microversion.version_of(request)))
+    requests = [consumer_request(request, consumer_uuid, consumer_data)
+                for consumer_uuid, consumer_data in data.items()]
+    return _write(request, requests,
+                  lambda error: f"Unable to allocate inventory {error}")
 
 
 def delete_allocations(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocations:delete")
+    allocation_obj.delete_for_consumer(context.db, request.urlvars["consumer_uuid"])
+    return wsgi_util.empty_response(request)

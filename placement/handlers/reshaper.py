@@ -1,12 +1,44 @@
-"""/reshaper: not built yet (answers 501)."""
+"""``POST /reshaper`` (1.30+): move inventories and the allocations using
+them between providers, all or nothing."""
 
 from __future__ import annotations
 
 import webob
-import webob.exc
 
-from placement import errors
+from placement import errors, microversion, wsgi_util
+from placement.handlers import allocation as allocation_handler
+from placement.objects import allocation as allocation_obj
+from placement.objects import inventory as inventory_obj
+from placement.objects import reshaper as reshaper_obj
+from placement.schemas import reshaper as schema
 
 
+@microversion.requires("1.30")
 def reshape(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.require_json_content(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:reshaper:reshape")
+    data = wsgi_util.extract_json(request, schema.reshape_schema(
+        microversion.version_of(request)))
+    inventories = [
+        reshaper_obj.ProviderInventories(
+            provider_uuid, wanted["resource_provider_generation"],
+            [inventory_obj.Inventory.from_fields(class_name, fields)
+             for class_name, fields in wanted["inventories"].items()])
+        for provider_uuid, wanted in data["inventories"].items()
+    ]
+    allocations = [allocation_handler.consumer_request(request, consumer_uuid, consumer_data)
+                   for consumer_uuid, consumer_data in data["allocations"].items()]
+    try:
+        reshaper_obj.reshape(context.db, inventories, allocations)
+    except reshaper_obj.ProviderNotFound as error:
+        raise errors.bad_request(str(error), errors.RESOURCE_PROVIDER_NOT_FOUND) from None
+    except allocation_obj.UnknownResourceClass as error:
+        raise errors.bad_request(f"malformed reshaper data: {error}") from None
+    except inventory_obj.InventoryInUse as error:
+        raise errors.conflict(f"update conflict: {error}", errors.INVENTORY_INUSE) from None
+    except allocation_obj.AllocationRefused as error:
+        raise errors.conflict(f"Unable to allocate inventory: {error}") from None
+    except allocation_obj.ConcurrentWrite as error:
+        raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
+    return wsgi_util.empty_response(request)

@@ -23,7 +23,8 @@ from placement.objects.resource_provider import ResourceProvider, increment_gene
 
 MAX_INT = 2147483647
 # The fields of an inventory record, in the order of the representations.
-FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+INTEGER_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size")
+FIELDS = (*INTEGER_FIELDS, "allocation_ratio")
 
 _inv = tables.inventories
 _alloc = tables.allocations
@@ -70,8 +71,13 @@ class Inventory:
     def from_fields(cls, resource_class_name: str, fields: Mapping[str, object]) -> Inventory:
         """An inventory from a request record; omitted fields get their
         defaults and keys that are not inventory fields (such as a
-        ``resource_provider_generation`` the schemas tolerate) are ignored."""
-        return cls(resource_class_name, **{name: fields[name] for name in FIELDS if name in fields})
+        ``resource_provider_generation`` the schemas tolerate) are ignored.
+        jsonschema accepts integral floats (10.0) as integers: they are
+        stored and shown as the integers they stand for."""
+        values = {name: int(fields[name]) for name in INTEGER_FIELDS if name in fields}
+        if "allocation_ratio" in fields:
+            values["allocation_ratio"] = float(fields["allocation_ratio"])
+        return cls(resource_class_name, **values)
 
     @property
     def capacity(self) -> int:

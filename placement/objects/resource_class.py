@@ -127,7 +127,9 @@ def rename(connection: sa.engine.Connection, resource_class: ResourceClass,
     if resource_class.is_standard:
         raise exceptions.InvalidInput(
             f"Cannot update standard resource class {resource_class.name}")
-    taken = connection.execute(sa.select(_rc.c.id).where(_rc.c.name == new_name)).first()
+    # Renaming a class to its own name is no conflict: nothing changes.
+    taken = connection.execute(sa.select(_rc.c.id).where(
+        _rc.c.name == new_name, _rc.c.id != resource_class.id)).first()
     if taken is not None:
         raise ResourceClassExists(f"Resource class already exists: {new_name}")
     now = timeutils.utcnow()
