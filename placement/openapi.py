@@ -110,7 +110,7 @@ RP = "/resource_providers/{uuid}"
 WRITE_JSON = _protected(409, 415)
 
 
-def _operations() -> dict[tuple[str, str], Operation]:
+def operations() -> dict[tuple[str, str], Operation]:
     """Every operation of the API, keyed by (path, method) of the route table."""
     ok = functools.partial(Outcome, 200, cache_headers=True)
     deleted = Outcome(204, description="Deleted.")
@@ -278,7 +278,7 @@ def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[V
     """The schemas ``source`` gives over the ``available`` range, one
     variant per run of consecutive versions with an equal schema."""
     variants: list[Variant] = []
-    for version in _versions(available):
+    for version in versions_in(available):
         schema = source(version)
         if schema is None:
             continue
@@ -291,7 +291,8 @@ def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[V
     return variants
 
 
-def _versions(available: tuple[str, str | None]) -> list[microversion.Version]:
+def versions_in(available: tuple[str, str | None]) -> list[microversion.Version]:
+    """Every microversion of the ``available`` range."""
     first = microversion.parse(available[0])
     last = microversion.parse(available[1] or NEWEST)
     return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
@@ -385,7 +386,7 @@ def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -
     schemas: dict[str, dict] = {}
     patterns: dict[str, list] = {}
     pattern_schemas: dict[str, dict] = {}
-    for version in _versions(available):
+    for version in versions_in(available):
         query = source(version) or {}
         for name, schema in query.get("properties", {}).items():
             schemas.setdefault(name, schema)
@@ -450,7 +451,7 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
         document["requestBody"] = {
             # Not where some versions take no body (PUT /resource_classes/{name}).
             "required": all(operation.body(version) is not None
-                            for version in _versions(operation.available)),
+                            for version in versions_in(operation.available)),
             "content": {"application/json": {
                 "schema": _variants_schema(_variants(operation.body, operation.available))}},
         }
@@ -533,8 +534,8 @@ def document() -> dict:
     """The whole OpenAPI document (built once)."""
     from placement import router  # router imports the handler that serves this
 
-    operations = _operations()
-    _check_consistency(operations, router.ROUTES)
+    described = operations()
+    _check_consistency(described, router.ROUTES)
     paths: dict[str, dict] = {}
     # The empty path '' is the mount point itself, served like '/'; OpenAPI
     # path keys must start with '/', so only '/' is listed.
@@ -543,7 +544,7 @@ def document() -> dict:
             continue
         paths[path] = {
             method.lower(): _operation(path, method, handler.__name__,
-                                       operations[(path, method)])
+                                       described[(path, method)])
             for method, handler in methods.items()
         }
     return {

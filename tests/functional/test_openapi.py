@@ -30,7 +30,7 @@ def _app(database, auth_strategy: str):
     return deploy.build_app(conf, db=database.db)
 
 
-def _operations():
+def _documented_operations():
     for path, item in openapi.document()["paths"].items():
         for method, operation in item.items():
             if method in METHODS:
@@ -58,7 +58,7 @@ def test_other_paths_still_need_a_token(database):
 
 
 def test_covers_every_route_and_method():
-    documented = {(path, method.upper()) for path, method, _ in _operations()}
+    documented = {(path, method.upper()) for path, method, _ in _documented_operations()}
     # '' is the mount point itself, served as '/' (OpenAPI paths start with '/').
     routed = {(path, method) for path, methods in router.ROUTES.items() if path
               for method in methods}
@@ -66,14 +66,14 @@ def test_covers_every_route_and_method():
 
 
 def test_every_path_variable_is_a_parameter():
-    for path, _, operation in _operations():
+    for path, _, operation in _documented_operations():
         names = {parameter["name"] for parameter in operation["parameters"]
                  if parameter.get("in") == "path"}
         assert names == set(openapi.PATH_VARIABLE.findall(path)), path
 
 
 def test_every_operation_takes_the_microversion_header():
-    for path, method, operation in _operations():
+    for path, method, operation in _documented_operations():
         assert {"$ref": "#/components/parameters/OpenStackAPIVersion"} in \
             operation["parameters"], (path, method)
 
@@ -96,7 +96,7 @@ def _assert_tiles(ranges, first: str, last: str, where: str) -> None:
 
 
 def test_body_variants_cover_the_operation_range_exactly():
-    for path, method, operation in _operations():
+    for path, method, operation in _documented_operations():
         available = operation[openapi.EXTENSION]
         for status, response in operation["responses"].items():
             if "$ref" in response or "content" not in response:
@@ -111,7 +111,7 @@ def test_body_variants_cover_the_operation_range_exactly():
 
 def test_success_statuses_tile_the_operation_range():
     """Each version of an operation has its success answer documented."""
-    for path, method, operation in _operations():
+    for path, method, operation in _documented_operations():
         available = operation[openapi.EXTENSION]
         first = microversion.parse(available["min"])
         last = microversion.parse(available["max"])
@@ -156,24 +156,24 @@ def test_request_bodies_are_the_handlers_schemas_at_every_version():
     """No second copy: at each version the documented body is exactly the
     schema the handler validates with."""
     paths = openapi.document()["paths"]
-    for (path, method), operation in openapi._operations().items():
+    for (path, method), operation in openapi.operations().items():
         if operation.body is None:
             continue
         body = paths[path][method.lower()]["requestBody"]["content"]["application/json"]
-        for version in openapi._versions(operation.available):
+        for version in openapi.versions_in(operation.available):
             assert _variant_at(body["schema"], version) == operation.body(version), \
                 (path, method, str(version))
 
 
 def test_query_parameters_are_the_handlers_query_schemas():
     paths = openapi.document()["paths"]
-    for (path, method), operation in openapi._operations().items():
+    for (path, method), operation in openapi.operations().items():
         if operation.query is None:
             continue
         parameters = {parameter["name"]: parameter
                       for parameter in paths[path][method.lower()]["parameters"]
                       if parameter.get("in") == "query"}
-        for version in openapi._versions(operation.available):
+        for version in openapi.versions_in(operation.available):
             for name, schema in operation.query(version).get("properties", {}).items():
                 assert parameters[name]["schema"] == schema, (path, name)
                 versions = parameters[name][openapi.EXTENSION]
