@@ -10,6 +10,9 @@ import os
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_middleware import cors, http_proxy_to_wsgi
+from oslo_middleware import opts as middleware_opts
+from oslo_policy import opts as policy_opts
 
 DEFAULT_INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -114,11 +117,36 @@ workarounds_opts = [
 ]
 
 
+# oslo.policy 6 always enforces scope types and dropped this option; placement
+# keeps accepting it (deployments and test suites set it) and honours it.
+enforce_scope_opt = cfg.BoolOpt(
+    "enforce_scope",
+    default=True,
+    help="Reject requests whose token scope (e.g. system) is not among the "
+    "scope types of the rule checked. When False, the rule is evaluated anyway.",
+)
+
+
+def _oslo_policy_opts_missing() -> list[cfg.Opt]:
+    """The [oslo_policy] options placement needs that oslo.policy lacks."""
+    known = {opt.name for _, options in policy_opts.list_opts() for opt in options}
+    return [opt for opt in (enforce_scope_opt,) if opt.name not in known]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(database_opts, group="placement_database")
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(workarounds_opts, group="workarounds")
+    # The options of the libraries the middleware stack is made of are
+    # registered here too, so that they are known (config files,
+    # OS_<GROUP>__<OPTION> variables, --help) before any middleware exists.
+    conf.register_opts(cors.OPTS, group="cors")
+    conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
+    for healthcheck_group, options in middleware_opts.list_opts_healthcheck():
+        conf.register_opts(options, group=healthcheck_group)
+    policy_opts.set_defaults(conf)
+    conf.register_opts(_oslo_policy_opts_missing(), group="oslo_policy")
     logging.register_options(conf)
 
 
@@ -129,6 +157,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("placement_database", database_opts),
         ("placement", placement_opts),
         ("workarounds", workarounds_opts),
+        ("oslo_policy", _oslo_policy_opts_missing()),
     ]
 
 

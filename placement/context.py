@@ -22,8 +22,22 @@ class RequestContext(context.RequestContext):
     enforcer: policy.Enforcer
 
     def can(self, rule: str, target: dict | None = None) -> None:
-        """Raise PolicyNotAuthorized unless ``rule`` allows this request."""
+        """Raise PolicyNotAuthorized unless ``rule`` allows this request.
+
+        A request whose scope is not among the rule's scope types (a
+        system-scoped token, as every rule is project-scoped) is refused like
+        any other: oslo.policy answers False instead of raising InvalidScope
+        because ``do_raise`` is off.
+        """
         if target is None:
             target = {"project_id": self.project_id, "user_id": self.user_id}
-        if not self.enforcer.authorize(rule, target, self, do_raise=False):
+        if not self.enforcer.authorize(rule, target, self._credentials(), do_raise=False):
             raise exceptions.PolicyNotAuthorized(rule)
+
+    def _credentials(self) -> dict:
+        credentials = dict(self.to_policy_values())
+        if not self.conf.oslo_policy.enforce_scope:
+            # Without scope enforcement a system-scoped token is judged by
+            # its roles alone, as oslo.policy did before it always enforced.
+            credentials.pop("system_scope", None)
+        return credentials

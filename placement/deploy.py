@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_middleware import cors, http_proxy_to_wsgi
 
 from placement import conf as placement_conf
-from placement import microversion, middleware, policies, router
+from placement import healthcheck, microversion, middleware, policies, router
 from placement.db import api as db_api
 from placement.db import migration
 
@@ -43,7 +44,12 @@ def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
 
 
 def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callable:
-    """The whole service: middleware layers around the dispatcher."""
+    """The whole service: middleware layers around the dispatcher.
+
+    Built from the inside out; a request meets them in the reverse order:
+    request id, proxy headers, health check, CORS (when configured),
+    authentication, context, fault wrapper, microversion, dispatcher.
+    """
     if db is None:
         db = database_from_conf(conf)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
@@ -53,4 +59,11 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
     application = middleware.Context(
         application, require_user=conf.api.auth_strategy == "keystone", services=services)
     application = _authentication(application, conf)
+    if conf.cors.allowed_origin:
+        application = cors.CORS(application, conf)
+    # Load balancers probe without credentials: answered before auth.
+    application = healthcheck.Healthcheck(application, conf, db.engine.url)
+    # Honours X-Forwarded-Proto/Host and Forwarded (so Location headers name
+    # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set.
+    application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
     return middleware.RequestId(application)

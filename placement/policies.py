@@ -5,13 +5,15 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_policy import policy
 
+from placement import conf as placement_conf
+
 ADMIN = "rule:admin_api"
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"
 ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
 
-_DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)."
-_DEPRECATED_SINCE = "7.0.0"
+_DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)"
+_DEPRECATED_SINCE = "0.1.0"
 
 
 def _deprecated(name: str) -> policy.DeprecatedRule:
@@ -119,6 +121,16 @@ def list_rules() -> list[policy.RuleDefault]:
 
 
 def build_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
+    # Every base rule has a deprecated default: warning about each of them
+    # whenever the rules are loaded would only fill the logs.
     enforcer = policy.Enforcer(conf)
+    enforcer.suppress_default_change_warnings = True
     enforcer.register_defaults(list_rules())
     return enforcer
+
+
+def get_enforcer() -> policy.Enforcer:
+    """Entry point for oslopolicy-policy-generator and oslopolicy-checker:
+    the enforcer of this deployment (its configuration files and
+    environment, so its policy file)."""
+    return build_enforcer(placement_conf.build_conf())

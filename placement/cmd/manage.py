@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import sqlalchemy as sa
 from oslo_config import cfg
 
 from placement import conf as placement_conf
@@ -11,23 +12,24 @@ from placement.db import api as db_api
 from placement.db import migration
 
 
-def _engine(conf: cfg.ConfigOpts):
+def database_engine(conf: cfg.ConfigOpts) -> sa.engine.Engine:
+    """The engine of the configured database (the embedded one by default)."""
     url = conf.placement_database.connection or placement_conf.default_database_url()
     return db_api.create_engine(url, conf.placement_database)
 
 
 def db_sync(conf: cfg.ConfigOpts) -> int:
-    migration.upgrade(_engine(conf))
+    migration.upgrade(database_engine(conf))
     return 0
 
 
 def db_version(conf: cfg.ConfigOpts) -> int:
-    print(migration.current_revision(_engine(conf)))
+    print(migration.current_revision(database_engine(conf)))
     return 0
 
 
 def db_stamp(conf: cfg.ConfigOpts) -> int:
-    migration.stamp(_engine(conf), conf.command.version)
+    migration.stamp(database_engine(conf), conf.command.version)
     return 0
 
 
