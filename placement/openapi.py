@@ -84,7 +84,6 @@ class Operation:
     # Errors this operation itself produces, beyond COMMON_ERRORS.
     errors: tuple[int, ...] = ()
     authenticated: bool = True
-    description: str = ""
 
 
 def _renamed_until_1_6(version: microversion.Version) -> dict | None:
@@ -445,8 +444,6 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
         "parameters": parameters,
         "responses": {},
     }
-    if operation.description:
-        document["description"] = operation.description
     if operation.body is not None:
         document["requestBody"] = {
             # Not where some versions take no body (PUT /resource_classes/{name}).
