@@ -145,7 +145,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
     for healthcheck_group, options in middleware_opts.list_opts_healthcheck():
         conf.register_opts(options, group=healthcheck_group)
-    policy_opts.set_defaults(conf)
+    # Legacy RBAC unless configured otherwise, as the original service is
+    # exercised (its admin may reshape); secure RBAC is one option away.
+    policy_opts.set_defaults(conf, enforce_new_defaults=False)
     conf.register_opts(_oslo_policy_opts_missing(), group="oslo_policy")
     logging.register_options(conf)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from oslo_config import cfg
@@ -67,3 +68,12 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
     # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set.
     application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
     return middleware.RequestId(application)
+
+
+def settle_memory() -> None:
+    """Call once the application is built, before serving. Everything built
+    so far lives as long as the process; freezing it keeps the garbage
+    collector from walking it again and again while large candidate
+    responses are being built (it was a third of their CPU time)."""
+    gc.collect()
+    gc.freeze()

@@ -29,7 +29,7 @@ class RequestId(request_id.RequestId):
     logs one line per request."""
 
     def __call__(self, environ: dict, start_response: Callable):
-        if environ.get("HTTP_ACCEPT", "*/*") == "*/*":
+        if environ.get("HTTP_ACCEPT", "") in ("", "*/*"):
             environ["HTTP_ACCEPT"] = "application/json"
         started = time.monotonic()
         captured = {}
@@ -59,11 +59,11 @@ class NoAuth:
         if request.environ.get("PATH_INFO") in ("/", OPENAPI_PATH):
             return self.application
         token = request.headers.get("X-Auth-Token")
-        if not token:
+        if not token:  # an empty token is no credential either
             return webob.exc.HTTPUnauthorized()
         user_id, _, project_id = token.partition(":")
         project_id = project_id or user_id
-        request.headers.setdefault("X-User-Id", user_id)
+        request.headers["X-User-Id"] = user_id
         if "OpenStack-System-Scope" not in request.headers:
             request.headers.setdefault("X-Project-Id", project_id)
         if "X-Roles" not in request.headers:

@@ -1,6 +1,7 @@
 """Parsing the values of the listing query parameters shared by
 ``GET /resource_providers`` and ``GET /allocation_candidates``:
-``resources``, ``required``, ``member_of``, ``in_tree`` and ``root_required``.
+``resources``, ``required``, ``member_of``, ``in_tree``, plus ``root_required``
+and ``same_subtree`` of the latter.
 
 Each parser takes the raw string value(s) of one parameter and returns
 plain data; malformed values raise the 400 the spec words for them (this is
@@ -9,6 +10,8 @@ and traits are checked for existence by the caller afterwards.
 """
 
 from __future__ import annotations
+
+import uuid as uuid_module
 
 from oslo_utils import uuidutils
 
@@ -31,7 +34,7 @@ _INVALID = "Invalid query string parameters: "
 
 __all__ = [
     "AggregateFilter", "TraitFilter", "parse_in_tree", "parse_member_of", "parse_required",
-    "parse_resources", "parse_root_required",
+    "parse_resources", "parse_root_required", "parse_same_subtree",
 ]
 
 
@@ -169,9 +172,23 @@ def _parse_member_of_value(value: str) -> tuple[bool, set[str]]:
 
 
 def parse_in_tree(value: str) -> str:
-    """An ``in_tree<S>`` value: any uuid-like string (lenient)."""
-    uuid = value.strip()
-    if not uuidutils.is_uuid_like(uuid):
+    """An ``in_tree<S>`` value: any uuid-like string (lenient), returned in
+    the canonical lower-case dashed form providers are stored with."""
+    if not uuidutils.is_uuid_like(value.strip()):
         raise errors.bad_request(
             f"{_INVALID}Expected 'in_tree' parameter to be a format of uuid. Got: {value}")
-    return uuid
+    return str(uuid_module.UUID(value.strip()))
+
+
+def parse_same_subtree(values: list[str]) -> list[list[str]]:
+    """Each ``same_subtree`` occurrence (1.36+): a list of group suffixes
+    whose providers must lie in one subtree."""
+    constraints = []
+    for value in values:
+        suffixes = [item.strip() for item in value.split(",")]
+        if not all(suffixes):
+            raise errors.bad_request(
+                "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                errors.QUERY_BAD_VALUE)
+        constraints.append(suffixes)
+    return constraints

@@ -14,7 +14,9 @@ from placement import deploy
 def init_application():
     conf = placement_conf.build_conf()
     logging.setup(conf, "placement")
-    return deploy.build_app(conf)
+    application = deploy.build_app(conf)
+    deploy.settle_memory()
+    return application
 
 
 application = init_application()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ipaddress
 import signal
 import sys
+from collections.abc import Callable
 
+from cheroot import server as cheroot_server
 from cheroot import wsgi
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -20,6 +22,54 @@ cli_opts = [
     cfg.PortOpt("port", default=8778, help="Port to listen on."),
     cfg.IntOpt("threads", default=16, min=1, help="Threads serving requests."),
 ]
+
+
+# cheroot answers a non-integer Content-Length itself, in plain text; the API
+# answers it with its own JSON 400. The value travels to the application
+# under this header instead.
+_INVALID_CONTENT_LENGTH = b"X-Placement-Invalid-Content-Length"
+_INVALID_CONTENT_LENGTH_ENVIRON = "HTTP_X_PLACEMENT_INVALID_CONTENT_LENGTH"
+
+
+class _HeaderReader(cheroot_server.HeaderReader):
+    def __call__(self, rfile, hdict=None):
+        headers = super().__call__(rfile, hdict)
+        content_length = headers.get(b"Content-Length")
+        if content_length is not None and not content_length.strip().isdigit():
+            headers[_INVALID_CONTENT_LENGTH] = headers.pop(b"Content-Length")
+        return headers
+
+
+class _Request(cheroot_server.HTTPRequest):
+    header_reader = _HeaderReader()
+
+
+class _Connection(cheroot_server.HTTPConnection):
+    RequestHandlerClass = _Request
+
+
+def serve_http_quirks(application: Callable) -> Callable:
+    """Adapts the application to cheroot: restores an invalid Content-Length
+    for the API to refuse (and closes that connection, whose body length is
+    unknown), and reads the rest of a chunked body the application did not
+    read, so that the next request on a kept-alive connection parses."""
+
+    def adapted(environ: dict, start_response: Callable):
+        invalid_length = environ.pop(_INVALID_CONTENT_LENGTH_ENVIRON, None)
+        if invalid_length is not None:
+            environ["CONTENT_LENGTH"] = invalid_length
+
+            def closing_start_response(status, headers, exc_info=None):
+                return start_response(status, headers + [("Connection", "close")], exc_info)
+
+            return application(environ, closing_start_response)
+        try:
+            return application(environ, start_response)
+        finally:
+            if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+                environ["wsgi.input"].read()
+
+    return adapted
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.setup(conf, "placement")
     choose_auth_strategy(conf)
     application = deploy.build_app(conf)
-    server = wsgi.Server((conf.host, conf.port), application, numthreads=conf.threads,
-                         server_name="placement-api")
+    deploy.settle_memory()
+    server = wsgi.Server((conf.host, conf.port), serve_http_quirks(application),
+                         numthreads=conf.threads, server_name="placement-api")
+    server.ConnectionClass = _Connection
     signal.signal(signal.SIGTERM, _terminate)
     LOG.info("placement-api listening on http://%s:%s/", conf.host, conf.port)
     try:

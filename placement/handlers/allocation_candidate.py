@@ -1,12 +1,211 @@
-"""/allocation_candidates: not built yet (answers 501)."""
+"""GET /allocation_candidates: which sets of providers could satisfy a
+request now, as bodies usable for PUT /allocations/{consumer}."""
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import webob
-import webob.exc
 
-from placement import errors
+from placement import errors, microversion, query, wsgi_util
+from placement.microversion import Version
+from placement.objects import allocation_candidate
+from placement.objects.allocation_candidate import (
+    AllocationRequest,
+    Candidates,
+    ProviderSummary,
+    RequestGroup,
+    SearchOptions,
+)
+from placement.objects.filters import TraitFilter
+from placement.schemas import allocation_candidate as schema
+
+GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
+ROOT_REQUIRED_FROM = (1, 35)
+SAME_SUBTREE_FROM = (1, 36)
+CONFLICTING_TRAITS_FROM = (1, 22)
+DICT_ALLOCATIONS_FROM = (1, 12)
+TRAITS_FROM = (1, 17)
+ALL_CLASSES_FROM = (1, 27)
+NESTED_FROM = (1, 29)
+MAPPINGS_FROM = (1, 34)
 
 
+@microversion.requires("1.10")
 def list_allocation_candidates(request: webob.Request) -> webob.Response:
-    raise errors.http_error(webob.exc.HTTPNotImplemented)
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocation_candidates:list")
+    version = microversion.version_of(request)
+    query_schema = schema.query_schema(version)
+    wsgi_util.query_params(request, query_schema)
+
+    root_traits = TraitFilter()
+    if version >= ROOT_REQUIRED_FROM:
+        root_traits = query.parse_root_required(
+            wsgi_util.query_values(request, "root_required"))
+    same_subtree = []
+    if version >= SAME_SUBTREE_FROM:
+        same_subtree = query.parse_same_subtree(
+            wsgi_util.query_values(request, "same_subtree"))
+    groups = _parse_groups(request, version)
+    _check_group_structure(groups, same_subtree, version)
+    if version >= CONFLICTING_TRAITS_FROM:
+        _check_trait_conflicts(groups)
+    group_policy = _first_value(request, "group_policy", query_schema)
+    if group_policy is None and sum(group.granular for group in groups) > 1:
+        raise errors.bad_request(
+            'The "group_policy" parameter is required when specifying more than one '
+            '"resources{N}" parameter.')
+    limit = _first_value(request, "limit", query_schema)
+
+    placement_conf = context.conf.placement
+    options = SearchOptions(
+        group_policy=group_policy,
+        root_traits=root_traits,
+        same_subtree=same_subtree,
+        nested_aware=version >= NESTED_FROM,
+        limit=int(limit) if limit is not None else None,
+        max_candidates=placement_conf.max_allocation_candidates,
+        randomize=placement_conf.randomize_allocation_candidates,
+        breadth_first=(placement_conf.allocation_candidates_generation_strategy
+                       == "breadth-first"),
+    )
+    with context.db.reader() as connection:
+        candidates = allocation_candidate.find(connection, groups, options,
+                                               summarize_all_classes=version >= ALL_CLASSES_FROM)
+    return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
+
+
+# Parsing -----------------------------------------------------------------
+
+def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | None:
+    """The first occurrence of ``key`` (the schema saw only the last one),
+    validated by the schema of that property; None when absent or not
+    available at this version."""
+    values = wsgi_util.query_values(request, key)
+    if not values or key not in query_schema["properties"]:
+        return None
+    wsgi_util.validate({key: values[0]}, {**query_schema, "required": []},
+                       "Invalid query string parameters", wsgi_util.QUERY_FORMAT_CHECKER)
+    return values[0]
+
+
+def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup]:
+    """The request groups, in order of first appearance; each parameter
+    value is parsed in query-string order, so the first bad one is reported."""
+    groups: dict[str, RequestGroup] = {}
+    for key, value in request.GET.items():
+        match = GROUP_KEY.match(key)
+        if match is None:
+            continue
+        prefix, suffix = match.groups()
+        group = groups.setdefault(suffix, RequestGroup(suffix=suffix, resources={}))
+        if prefix == "resources":
+            group.resources = query.parse_resources(value)
+        elif prefix == "required":
+            group.traits = query.parse_required(wsgi_util.query_values(request, key), version)
+        elif prefix == "member_of":
+            group.aggregates = query.parse_member_of(
+                wsgi_util.query_values(request, key), version, suffix)
+        else:
+            group.in_tree = query.parse_in_tree(value)
+    return list(groups.values())
+
+
+def _check_group_structure(groups: list[RequestGroup], same_subtree: list[list[str]],
+                           version: Version) -> None:
+    if version >= SAME_SUBTREE_FROM:
+        _check_resourceless_groups(groups, same_subtree)
+        return
+    resourceless = [group for group in groups if not group.resources]
+    orphaned_traits = [f"required{group.suffix}" for group in resourceless
+                       if group.traits.required]
+    if orphaned_traits:
+        raise errors.bad_request(
+            "All traits parameters must be associated with resources.  Found the "
+            f"following orphaned traits keys: {', '.join(orphaned_traits)}")
+    orphaned_member_of = [f"member_of{group.suffix}" for group in resourceless
+                          if group.aggregates]
+    if orphaned_member_of:
+        raise errors.bad_request(
+            "All member_of parameters must be associated with resources. Found the "
+            f"following orphaned member_of keys: {', '.join(orphaned_member_of)}")
+    if resourceless:
+        raise errors.bad_request("All request groups must specify resources.")
+    if not groups:
+        raise errors.bad_request(
+            "At least one request group (`resources` or `resources{$S}`) is required.")
+
+
+def _check_resourceless_groups(groups: list[RequestGroup],
+                               same_subtree: list[list[str]]) -> None:
+    """1.36+: groups without resources are allowed when same_subtree uses them."""
+    if not any(group.resources for group in groups):
+        raise errors.bad_request(
+            "There must be at least one resources or resources[$S] parameter.",
+            errors.QUERY_MISSING_VALUE)
+    in_subtrees = list(dict.fromkeys(itertools.chain.from_iterable(same_subtree)))
+    unbound = [group.suffix for group in groups
+               if not group.resources and group.suffix not in in_subtrees]
+    if unbound:
+        raise errors.bad_request(
+            "Resourceless suffixed group request should be specified in `same_subtree` "
+            f"query param: bad group(s) - {unbound}.", errors.QUERY_BAD_VALUE)
+    suffixes = [group.suffix for group in groups]
+    unknown = [suffix for suffix in in_subtrees if suffix not in suffixes]
+    if unknown:
+        raise errors.bad_request(
+            f"Real suffixes should be specified in `same_subtree`: {unknown} not found "
+            f"in {suffixes}.", errors.QUERY_BAD_VALUE)
+
+
+def _check_trait_conflicts(groups: list[RequestGroup]) -> None:
+    """A required trait (or every alternative of an in: list) also forbidden."""
+    conflicts = []
+    for group in groups:
+        conflicting = set().union(*(any_of for any_of in group.traits.required
+                                    if any_of <= group.traits.forbidden))
+        if conflicting:
+            conflicts.append(f"required{group.suffix}: ({', '.join(sorted(conflicting))})")
+    if conflicts:
+        raise errors.bad_request(
+            "Conflicting required and forbidden traits found in the following traits "
+            f"keys: {', '.join(conflicts)}")
+
+
+# Response ----------------------------------------------------------------
+
+def _body(candidates: Candidates, version: Version) -> dict:
+    return {
+        "allocation_requests": [_allocation_request(item, version)
+                                for item in candidates.allocation_requests],
+        "provider_summaries": {summary.uuid: _provider_summary(summary, version)
+                               for summary in candidates.provider_summaries},
+    }
+
+
+def _allocation_request(item: AllocationRequest, version: Version) -> dict:
+    if version >= DICT_ALLOCATIONS_FROM:
+        body: dict = {"allocations": {uuid: {"resources": resources}
+                                      for uuid, resources in item.allocations.items()}}
+    else:
+        body = {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
+                                for uuid, resources in item.allocations.items()]}
+    if version >= MAPPINGS_FROM:
+        body["mappings"] = item.mappings
+    return body
+
+
+def _provider_summary(summary: ProviderSummary, version: Version) -> dict:
+    body: dict = {"resources": {
+        class_name: {"capacity": usage.capacity, "used": usage.used}
+        for class_name, usage in summary.resources.items()
+    }}
+    if version >= TRAITS_FROM:
+        body["traits"] = summary.traits
+    if version >= NESTED_FROM:
+        body["parent_provider_uuid"] = summary.parent_provider_uuid
+        body["root_provider_uuid"] = summary.root_provider_uuid
+    return body

@@ -273,3 +273,26 @@ def test_provider_and_inventory_round_trip(connection, port):
     listed, body = _request(connection, "GET", provider + "/inventories", **ADMIN)
     assert listed.status == 200
     assert json.loads(body) == {"resource_provider_generation": 2, "inventories": {}}
+
+
+def test_non_integer_content_length_is_the_api_json_400(port):
+    answer = _raw(port, (
+        b"GET /resource_providers HTTP/1.1\r\nHost: h\r\nX-Auth-Token: admin\r\n"
+        b"Content-Length: cow\r\n\r\n"))
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"x-openstack-request-id: req-" in answer
+    assert b"content-length header must be an integer" in answer
+    assert b"\r\nConnection: close\r\n" in answer
+
+
+def test_unread_chunked_body_does_not_break_keep_alive(port):
+    chunk = b'{"name": "CUSTOM_X"}'
+    answer = _raw(port, (
+        b"POST /resource_classes HTTP/1.1\r\nHost: h\r\nX-Auth-Token: admin\r\n"
+        b"OpenStack-API-Version: placement 1.2\r\nContent-Type: text/plain\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk)
+        + b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"))
+    assert answer.startswith(b"HTTP/1.1 415 ")
+    assert answer.count(b"HTTP/1.1 200 OK") == 1
+    assert b'"max_version": "1.39"' in answer

@@ -148,14 +148,18 @@ def test_base_rules(name):
         assert rule.deprecated_rule.check_str == deprecated_default
 
 
-def test_new_defaults_are_enforced_by_default():
+def test_legacy_defaults_by_default():
+    """An admin may reshape unless enforce_new_defaults is turned on."""
     context = context_for("admin", make_conf())
-    assert not allowed(context, "placement:reshaper:reshape")
+    assert allowed(context, "placement:reshaper:reshape")
     assert allowed(context, "placement:resource_providers:list")
+    member = context_for("member", make_conf())
+    assert not allowed(member, "placement:resource_providers:list")
 
 
 def test_scope_is_not_enforced_when_disabled():
-    context = context_for("system_admin", make_conf(enforce_scope=False))
+    context = context_for("system_admin",
+                          make_conf(enforce_scope=False, enforce_new_defaults=True))
     assert allowed(context, "placement:resource_providers:list")
     assert not allowed(context, "placement:reshaper:reshape")
 

@@ -234,10 +234,24 @@ def test_member_of_lenient_uuids_accepted():
 
 def test_in_tree_lenient_uuid():
     assert query.parse_in_tree(f" {AGG1} ") == AGG1
-    assert query.parse_in_tree(AGG1.replace("-", "")) == AGG1.replace("-", "")
+    assert query.parse_in_tree(AGG1.replace("-", "").upper()) == AGG1
 
 
 def test_in_tree_invalid():
     assert message_of(query.parse_in_tree, "tree") == (
         "Invalid query string parameters: Expected 'in_tree' parameter to be a format "
         "of uuid. Got: tree")
+
+
+# same_subtree
+
+def test_same_subtree_each_occurrence_is_a_constraint():
+    assert query.parse_same_subtree(["_A, _B", "1"]) == [["_A", "_B"], ["1"]]
+
+
+@pytest.mark.parametrize("value", ["", "_A,", " ,_A"])
+def test_same_subtree_empty_suffix(value):
+    error = error_of(query.parse_same_subtree, [value])
+    assert error.detail == (
+        "Empty string (unsuffixed group) can not be specified in `same_subtree` ")
+    assert code_of(error) == errors.QUERY_BAD_VALUE

@@ -1,0 +1,476 @@
+"""The allocation-candidate search, in memory.
+
+``World`` is the part of the database one request needs (loaded by
+``placement.objects.allocation_candidate``); ``search`` turns request groups
+into allocation requests following allocation-candidates.md sections 3-4:
+
+* each group gives a list of *group candidates* (an anchor tree, the
+  allocations it would make, the providers it maps);
+* per anchor, one candidate per group is chosen depth-first, and every
+  partial choice that already breaks capacity, ``group_policy=isolate``,
+  ``same_subtree`` or the pre-1.29 rule is abandoned at once, so that the
+  search never builds the whole cartesian product;
+* the search is a generator: it stops as soon as enough results exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+
+from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.objects.inventory import capacity
+
+ISOLATE = "isolate"
+
+
+# slots: a request may load thousands of these
+@dataclasses.dataclass(slots=True)
+class Inventory:
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+    def fits(self, amount: int) -> bool:
+        """Can one request group take ``amount`` from this inventory?"""
+        return (self.used + amount <= (self.total - self.reserved) * self.allocation_ratio
+                and self.min_unit <= amount <= self.max_unit
+                and amount % self.step_size == 0)
+
+    def fits_total(self, amount: int) -> bool:
+        """Can the sum of all groups' amounts be allocated here?"""
+        return self.used + amount <= self.capacity and amount <= self.max_unit
+
+
+@dataclasses.dataclass(slots=True)
+class Provider:
+    id: int
+    uuid: str
+    parent_id: int | None
+    root_id: int
+    # Only the classes, traits and aggregates the request names are loaded.
+    inventories: dict[str, Inventory] = dataclasses.field(default_factory=dict)
+    traits: frozenset[str] = frozenset()
+    aggregates: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass
+class World:
+    providers: dict[int, Provider]
+    # Sharing provider id -> roots of the trees it shares with (its own included).
+    sharing_anchors: dict[int, set[int]]
+    # Some provider in the database has a parent.
+    has_nesting: bool
+    # in_tree uuid -> root id of its tree (absent: no such provider).
+    tree_roots_by_uuid: dict[str, int]
+    # class name -> providers with an inventory of it
+    providers_by_class: dict[str, list[Provider]] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.providers_by_class = defaultdict(list)
+        for provider in self.providers.values():
+            for class_name in provider.inventories:
+                self.providers_by_class[class_name].append(provider)
+
+    @property
+    def spread_unsuffixed(self) -> bool:
+        """Does the unsuffixed group spread over a tree and sharing providers?"""
+        return self.has_nesting or bool(self.sharing_anchors)
+
+    def is_ancestor_or_self(self, ancestor_id: int, provider_id: int | None) -> bool:
+        while provider_id is not None:
+            if provider_id == ancestor_id:
+                return True
+            provider_id = self.providers[provider_id].parent_id
+        return False
+
+
+@dataclasses.dataclass
+class RequestGroup:
+    suffix: str
+    # class name -> amount; empty for a resourceless group
+    resources: dict[str, int]
+    traits: TraitFilter = dataclasses.field(default_factory=TraitFilter)
+    aggregates: AggregateFilter = dataclasses.field(default_factory=AggregateFilter)
+    in_tree: str | None = None
+
+    @property
+    def granular(self) -> bool:
+        return self.suffix != ""
+
+
+@dataclasses.dataclass
+class SearchOptions:
+    group_policy: str | None = None
+    root_traits: TraitFilter = dataclasses.field(default_factory=TraitFilter)
+    # each entry: suffixes whose providers must lie in one subtree
+    same_subtree: list[list[str]] = dataclasses.field(default_factory=list)
+    nested_aware: bool = True
+    limit: int | None = None
+    max_candidates: int = -1
+    randomize: bool = False
+    breadth_first: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupCandidate:
+    anchor: int
+    # (provider id, class name, amount)
+    allocations: tuple[tuple[int, str, int], ...]
+    providers: frozenset[int]
+
+
+@dataclasses.dataclass
+class Result:
+    # (provider id, class name) -> amount, in the order the groups added them
+    allocations: dict[tuple[int, str], int]
+    # suffix -> providers mapped by that group
+    mappings: dict[str, frozenset[int]]
+
+    def key(self) -> tuple:
+        """Identity for de-duplication: allocations and mappings, not anchor."""
+        return (frozenset(self.allocations.items()), frozenset(self.mappings.items()))
+
+
+# Group candidates --------------------------------------------------------
+
+def group_candidates(world: World, group: RequestGroup,
+                     root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """Every way ``group`` alone can be satisfied (section 3)."""
+    if not group.resources:
+        return _resourceless_candidates(world, group, root_allowed)
+    if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
+        return []
+    if not group.granular and world.spread_unsuffixed:
+        return _spread_candidates(world, group, root_allowed)
+    return _single_candidates(world, group, root_allowed)
+
+
+def _tree_root(world: World, group: RequestGroup) -> int | None:
+    return None if group.in_tree is None else world.tree_roots_by_uuid[group.in_tree]
+
+
+def _anchors(world: World, provider: Provider, with_sharing: bool = True) -> list[int]:
+    """Roots a group candidate using ``provider`` may be anchored at: its own
+    root and, for a sharing provider, the roots of the trees it shares with."""
+    anchors = [provider.root_id]
+    if with_sharing and provider.id in world.sharing_anchors:
+        anchors += sorted(world.sharing_anchors[provider.id] - {provider.root_id})
+    return anchors
+
+
+def _single_candidates(world: World, group: RequestGroup,
+                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """All resources of the group from one provider (section 3b)."""
+    tree_root = _tree_root(world, group)
+    candidates = []
+    for provider in world.providers_by_class[min(group.resources)]:
+        if tree_root is not None and provider.root_id != tree_root:
+            continue
+        if not all(class_name in provider.inventories
+                   and provider.inventories[class_name].fits(amount)
+                   for class_name, amount in group.resources.items()):
+            continue
+        if not (group.traits.satisfied_by(provider.traits)
+                and group.aggregates.satisfied_by(provider.aggregates)):
+            continue
+        allocations = tuple((provider.id, class_name, amount)
+                            for class_name, amount in sorted(group.resources.items()))
+        candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
+                       for anchor in _anchors(world, provider, group.in_tree is None)
+                       if root_allowed(anchor)]
+    return candidates
+
+
+def _resourceless_candidates(world: World, group: RequestGroup,
+                             root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """Providers picked by traits and aggregates only (1.36+); no allocation."""
+    if not (group.traits or group.aggregates):
+        return []
+    return [
+        GroupCandidate(anchor, (), frozenset([provider.id]))
+        for provider in world.providers.values()
+        if group.traits.satisfied_by(provider.traits)
+        and group.aggregates.satisfied_by(provider.aggregates)
+        for anchor in _anchors(world, provider)  # in_tree does not apply here
+        if root_allowed(anchor)
+    ]
+
+
+def _spread_candidates(world: World, group: RequestGroup,
+                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+    """The unsuffixed group over trees and sharing providers (section 3a)."""
+    tree_root = _tree_root(world, group)
+    member_of = AggregateFilter(required=group.aggregates.required)
+    # anchor -> class name -> providers able to give that class
+    options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for class_name, amount in sorted(group.resources.items()):
+        for provider in world.providers_by_class[class_name]:
+            if not provider.inventories[class_name].fits(amount):
+                continue
+            if tree_root is not None and provider.root_id != tree_root:
+                continue
+            if not group.traits.forbidden.isdisjoint(provider.traits):
+                continue
+            # A sharing provider is offered to other trees only when the
+            # group has no in_tree and it is itself in the wanted aggregates.
+            anchors = _anchors(world, provider, group.in_tree is None
+                               and member_of.satisfied_by(provider.aggregates))
+            for anchor in anchors:
+                root = world.providers[anchor]
+                if not root_allowed(anchor):
+                    continue
+                if not (member_of.satisfied_by(provider.aggregates)
+                        or member_of.satisfied_by(root.aggregates)):
+                    continue
+                if not (group.aggregates.forbidden.isdisjoint(provider.aggregates)
+                        and group.aggregates.forbidden.isdisjoint(root.aggregates)):
+                    continue
+                options[anchor][class_name].append(provider.id)
+
+    classes = sorted(group.resources)
+    candidates = []
+    for anchor in sorted(options):
+        by_class = options[anchor]
+        if len(by_class) < len(classes):
+            continue
+        for choice in itertools.product(*(by_class[class_name] for class_name in classes)):
+            providers = frozenset(choice)
+            traits = set().union(*(world.providers[p].traits for p in providers))
+            if not group.traits.satisfied_by(traits):
+                continue
+            allocations = tuple((provider_id, class_name, group.resources[class_name])
+                                for provider_id, class_name in zip(choice, classes, strict=True))
+            candidates.append(GroupCandidate(anchor, allocations, providers))
+    return candidates
+
+
+# Combining groups --------------------------------------------------------
+
+class _AnchorSearch:
+    """One candidate per group within one anchor tree, chosen depth-first.
+
+    A choice is kept only while the partial combination still obeys every
+    rule: summed amounts fit (they only grow as groups are added),
+    ``isolate`` keeps granular providers apart, each ``same_subtree`` holds
+    once all its groups are chosen, and below 1.29 in a nested world no
+    second provider of a tree gives resources. The search is iterative (no
+    generator per level) because it may visit many thousands of choices.
+    """
+
+    def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions,
+                 per_group: list[list[GroupCandidate]]):
+        self.world = world
+        self.groups = groups
+        self.per_group = per_group
+        self.isolate = options.group_policy == ISOLATE
+        self.one_provider_per_tree = not options.nested_aware and world.has_nesting
+        depth_of = {group.suffix: depth for depth, group in enumerate(groups)}
+        self.subtree_checks: dict[int, list[list[str]]] = defaultdict(list)
+        for suffixes in options.same_subtree:
+            self.subtree_checks[max(depth_of[s] for s in suffixes)].append(suffixes)
+        # the state of the current partial combination
+        self.chosen: list[GroupCandidate] = []
+        self.totals: dict[tuple[int, str], int] = {}
+        self.isolated: set[int] = set()
+        self.tree_giver: dict[int, int] = {}  # root -> the provider giving there
+
+    def feasible(self) -> bool:
+        """Cheap necessary conditions, checked before searching: enough
+        distinct providers for the isolated groups, enough free capacity
+        per class among the providers offered."""
+        if self.isolate:
+            granular = [candidates for group, candidates in zip(self.groups, self.per_group,
+                                                                 strict=True) if group.granular]
+            offered = set().union(*(c.providers for cs in granular for c in cs))
+            if len(offered) < len(granular):
+                return False
+        wanted: dict[str, int] = defaultdict(int)
+        for group in self.groups:
+            for class_name, amount in group.resources.items():
+                wanted[class_name] += amount
+        offered_by_class: dict[str, set[int]] = defaultdict(set)
+        for candidates in self.per_group:
+            for candidate in candidates:
+                for provider_id, class_name, _ in candidate.allocations:
+                    offered_by_class[class_name].add(provider_id)
+        for class_name, amount in wanted.items():
+            free = sum(max(0, inventory.capacity - inventory.used)
+                       for inventory in (self.world.providers[p].inventories[class_name]
+                                         for p in offered_by_class[class_name]))
+            if free < amount:
+                return False
+        return True
+
+    def results(self) -> Iterator[Result]:
+        if not self.feasible():
+            return
+        last = len(self.per_group) - 1
+        next_index = [0] * len(self.per_group)
+        depth = 0
+        while depth >= 0:
+            candidates = self.per_group[depth]
+            if next_index[depth] == len(candidates):
+                # this level is exhausted: go back and try the next choice above
+                next_index[depth] = 0
+                depth -= 1
+                if depth >= 0:
+                    self._release(depth)
+                continue
+            candidate = candidates[next_index[depth]]
+            next_index[depth] += 1
+            if not self._take(depth, candidate):
+                continue
+            if depth < last:
+                depth += 1
+                continue
+            yield Result(dict(self.totals), {
+                group.suffix: chosen.providers
+                for group, chosen in zip(self.groups, self.chosen, strict=True)})
+            self._release(depth)
+
+    def _take(self, depth: int, candidate: GroupCandidate) -> bool:
+        """Add ``candidate`` for the group at ``depth`` if the partial
+        combination stays valid; leave everything unchanged otherwise."""
+        isolated = self.isolate and self.groups[depth].granular
+        if isolated and not candidate.providers.isdisjoint(self.isolated):
+            return False
+        added = 0
+        for provider_id, class_name, amount in candidate.allocations:
+            if not self._add_amount(provider_id, class_name, amount):
+                self._remove_amounts(candidate.allocations[:added])
+                return False
+            added += 1
+        self.chosen.append(candidate)
+        if isolated:
+            self.isolated.update(candidate.providers)
+        if not self._same_subtree_holds(depth):
+            self._release(depth)
+            return False
+        return True
+
+    def _release(self, depth: int) -> None:
+        """Undo ``_take`` of the last chosen candidate (at ``depth``)."""
+        candidate = self.chosen.pop()
+        if self.isolate and self.groups[depth].granular:
+            self.isolated.difference_update(candidate.providers)
+        self._remove_amounts(candidate.allocations)
+
+    def _add_amount(self, provider_id: int, class_name: str, amount: int) -> bool:
+        key = (provider_id, class_name)
+        total = self.totals.get(key, 0) + amount
+        provider = self.world.providers[provider_id]
+        if not provider.inventories[class_name].fits_total(total):
+            return False
+        if self.one_provider_per_tree:
+            if self.tree_giver.setdefault(provider.root_id, provider_id) != provider_id:
+                return False
+        self.totals[key] = total
+        return True
+
+    def _remove_amounts(self, allocations: Iterable[tuple[int, str, int]]) -> None:
+        for provider_id, class_name, amount in allocations:
+            key = (provider_id, class_name)
+            self.totals[key] -= amount
+            if not self.totals[key]:
+                del self.totals[key]
+                if self.one_provider_per_tree:
+                    self._forget_giver(provider_id)
+
+    def _forget_giver(self, provider_id: int) -> None:
+        """The provider gives nothing any more: its tree is free again."""
+        if not any(key[0] == provider_id for key in self.totals):
+            del self.tree_giver[self.world.providers[provider_id].root_id]
+
+    def _same_subtree_holds(self, depth: int) -> bool:
+        for suffixes in self.subtree_checks.get(depth, ()):
+            providers = set().union(*(chosen.providers for group, chosen
+                                      in zip(self.groups, self.chosen, strict=False)
+                                      if group.suffix in suffixes))
+            if len(providers) > 1 and not any(
+                    all(self.world.is_ancestor_or_self(top, other) for other in providers)
+                    for top in providers):
+                return False
+        return True
+
+
+def _round_robin(iterators: list[Iterator[Result]]) -> Iterator[Result]:
+    active = list(iterators)
+    while active:
+        still_active = []
+        for iterator in active:
+            for item in itertools.islice(iterator, 1):
+                yield item
+                still_active.append(iterator)
+        active = still_active
+
+
+def _unique(results: Iterable[Result]) -> Iterator[Result]:
+    seen: set[tuple] = set()
+    for result in results:
+        key = result.key()
+        if key not in seen:
+            seen.add(key)
+            yield result
+
+
+def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
+    """The allocation requests for ``groups`` (section 4), at most
+    ``max_candidates`` (if > 0) and ``limit`` of them."""
+    root_traits = options.root_traits
+
+    def root_allowed(root_id: int) -> bool:
+        return root_traits.satisfied_by(world.providers[root_id].traits)
+
+    by_anchor: list[dict[int, list[GroupCandidate]]] = []
+    for group in groups:
+        buckets: dict[int, list[GroupCandidate]] = defaultdict(list)
+        for candidate in group_candidates(world, group, root_allowed):
+            buckets[candidate.anchor].append(candidate)
+        if not buckets:
+            return []
+        by_anchor.append(buckets)
+    viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
+
+    per_anchor = [_AnchorSearch(world, groups, options,
+                                [buckets[anchor] for buckets in by_anchor]).results()
+                  for anchor in viable]
+    stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
+    if world.sharing_anchors:
+        # Only a sharing provider, reachable from several anchors, can make
+        # the same result appear twice.
+        stream = _unique(stream)
+    if options.max_candidates > 0:
+        stream = itertools.islice(stream, options.max_candidates)
+    if options.randomize:
+        return _random_sample(stream, options.limit)
+    return list(itertools.islice(stream, options.limit))
+
+
+def _random_sample(stream: Iterable[Result], limit: int | None) -> list[Result]:
+    """A uniformly random sample of ``limit`` results (all of them if None),
+    in random order, keeping at most ``limit`` in memory (reservoir)."""
+    if limit is None:
+        results = list(stream)
+    else:
+        results = []
+        for seen, result in enumerate(stream):
+            if seen < limit:
+                results.append(result)
+            else:
+                slot = random.randint(0, seen)
+                if slot < limit:
+                    results[slot] = result
+    random.shuffle(results)
+    return results

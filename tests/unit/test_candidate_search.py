@@ -1,0 +1,89 @@
+"""The in-memory candidate search: ordering, stopping and sampling options
+(the property test compares the full sets, these check what it leaves out)."""
+
+from __future__ import annotations
+
+from placement.objects import candidate_search
+from placement.objects.candidate_search import (
+    Inventory,
+    Provider,
+    RequestGroup,
+    SearchOptions,
+    World,
+    search,
+)
+
+
+def vcpu(total: int) -> dict[str, Inventory]:
+    return {"VCPU": Inventory(total, 0, 1, total, 1, 1.0, 0)}
+
+
+def two_flat_providers_with_two_children_each() -> World:
+    """Roots 1 and 4, each with two children holding 1 VCPU."""
+    providers = [
+        Provider(1, "r1", None, 1), Provider(2, "c2", 1, 1, vcpu(1)),
+        Provider(3, "c3", 1, 1, vcpu(1)),
+        Provider(4, "r4", None, 4), Provider(5, "c5", 4, 4, vcpu(1)),
+        Provider(6, "c6", 4, 4, vcpu(1)),
+    ]
+    return World({p.id: p for p in providers}, {}, True, {})
+
+
+GROUPS = [RequestGroup("1", {"VCPU": 1}), RequestGroup("2", {"VCPU": 1})]
+
+
+def roots_of(world: World, results) -> list[int]:
+    return [world.providers[next(iter(r.mappings["1"]))].root_id for r in results]
+
+
+def test_depth_first_exhausts_one_tree_first():
+    world = two_flat_providers_with_two_children_each()
+    results = search(world, GROUPS, SearchOptions(group_policy="isolate"))
+    assert roots_of(world, results) == [1, 1, 4, 4]
+
+
+def test_breadth_first_alternates_trees():
+    world = two_flat_providers_with_two_children_each()
+    results = search(world, GROUPS, SearchOptions(group_policy="isolate", breadth_first=True))
+    assert roots_of(world, results) == [1, 4, 1, 4]
+
+
+def test_limit_and_max_candidates_stop_the_search():
+    world = two_flat_providers_with_two_children_each()
+    assert len(search(world, GROUPS, SearchOptions(group_policy="isolate", limit=3))) == 3
+    assert len(search(world, GROUPS, SearchOptions(group_policy="isolate",
+                                                   max_candidates=2, limit=3))) == 2
+
+
+def test_randomized_sample_keeps_limit_distinct_results():
+    world = two_flat_providers_with_two_children_each()
+    every = {r.key() for r in search(world, GROUPS, SearchOptions(group_policy="isolate"))}
+    for _ in range(10):
+        sample = search(world, GROUPS, SearchOptions(group_policy="isolate", limit=3,
+                                                     randomize=True))
+        keys = [r.key() for r in sample]
+        assert len(keys) == 3
+        assert len(set(keys)) == 3
+        assert set(keys) <= every
+    shuffled = search(world, GROUPS, SearchOptions(group_policy="isolate", randomize=True))
+    assert {r.key() for r in shuffled} == every
+
+
+def test_reservoir_sample_without_limit_is_a_permutation():
+    items = list(range(20))
+    assert sorted(candidate_search._random_sample(iter(items), None)) == items
+    sample = candidate_search._random_sample(iter(items), 5)
+    assert len(set(sample)) == 5
+    assert set(sample) <= set(items)
+
+
+def test_shared_provider_reached_from_two_trees_counted_once():
+    disk = {"DISK_GB": Inventory(100, 0, 1, 100, 1, 1.0, 0)}
+    providers = [Provider(1, "cn1", None, 1, vcpu(4)), Provider(2, "cn2", None, 2, vcpu(4)),
+                 Provider(3, "ss", None, 3, disk)]
+    world = World({p.id: p for p in providers}, {3: {1, 2, 3}}, False, {})
+    results = search(world, [RequestGroup("", {"DISK_GB": 10})], SearchOptions())
+    assert [r.allocations for r in results] == [{(3, "DISK_GB"): 10}]
+    both = search(world, [RequestGroup("", {"DISK_GB": 10, "VCPU": 1})], SearchOptions())
+    assert sorted(sorted(r.allocations) for r in both) == [
+        [(1, "VCPU"), (3, "DISK_GB")], [(2, "VCPU"), (3, "DISK_GB")]]
