@@ -27,7 +27,10 @@ from placement.handlers import resource_class as resource_class_handler
 from placement.handlers import usage as usage_handler
 from placement.schemas import (
     aggregate,
+    allocation,
+    allocation_candidate,
     inventory,
+    reshaper,
     resource_class,
     resource_provider,
     responses,
@@ -221,13 +224,14 @@ def operations() -> dict[tuple[str, str], Operation]:
         ("/allocations", "POST"): Operation(
             "Set the allocations of several consumers at once, atomically.",
             (Outcome(204, description="Written."),), available=("1.13", None),
-            errors=WRITE_JSON),
+            body=allocation.post_schema, errors=WRITE_JSON),
         ("/allocations/{consumer_uuid}", "GET"): Operation(
             "Show a consumer's allocations.",
             (ok(responses.CONSUMER_ALLOCATIONS),), errors=_protected()),
         ("/allocations/{consumer_uuid}", "PUT"): Operation(
             "Replace a consumer's allocations.",
-            (Outcome(204, description="Written."),), errors=WRITE_JSON),
+            (Outcome(204, description="Written."),), body=allocation.put_schema,
+            errors=WRITE_JSON),
         ("/allocations/{consumer_uuid}", "DELETE"): Operation(
             "Delete all of a consumer's allocations.",
             (deleted,), errors=_protected()),
@@ -235,7 +239,7 @@ def operations() -> dict[tuple[str, str], Operation]:
             "Sets of providers that could satisfy a request, as allocation requests "
             "plus summaries of the providers involved.",
             (ok(responses.ALLOCATION_CANDIDATES),), available=("1.10", None),
-            errors=_protected()),
+            query=allocation_candidate.query_schema, errors=_protected()),
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",
@@ -262,7 +266,7 @@ def operations() -> dict[tuple[str, str], Operation]:
             "Atomically replace the inventories of several providers and the "
             "allocations of several consumers.",
             (Outcome(204, description="Reshaped."),), available=("1.30", None),
-            errors=WRITE_JSON),
+            body=reshaper.reshape_schema, errors=WRITE_JSON),
     }
 
 

@@ -30,6 +30,7 @@ ADMIN = {"X-Auth-Token": "admin", "X-Roles": "admin,service"}
 CUSTOM_CLASS = "CUSTOM_FUZZ_CLASS"
 CUSTOM_TRAIT = "CUSTOM_FUZZ_TRAIT"
 AGGREGATE = "5a5c5d3e-0000-4000-8000-00000000a661"
+PROJECT, USER = "fuzz-project", "fuzz-user"
 
 
 class World:
@@ -48,6 +49,7 @@ class World:
         conf.set_override("auth_strategy", "noauth2", group="api")
         self.application = deploy.build_app(conf, db=self.database.db)
         self.root, self.child = str(uuid.uuid4()), str(uuid.uuid4())
+        self.consumer = str(uuid.uuid4())
         self._populate()
         return self
 
@@ -79,6 +81,11 @@ class World:
             "resource_provider_generation": 1, "traits": [CUSTOM_TRAIT]})
         self._setup("PUT", f"/resource_providers/{self.root}/aggregates", {
             "resource_provider_generation": 2, "aggregates": [AGGREGATE]})
+        self._setup("PUT", f"/allocations/{self.consumer}", {
+            "allocations": {self.root: {"resources": {"VCPU": 2, "DISK_GB": 10}},
+                            self.child: {"resources": {CUSTOM_CLASS: 1}}},
+            "project_id": PROJECT, "user_id": USER, "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
 
     def snapshot(self) -> dict:
         with self.database.db.reader() as connection:
@@ -138,6 +145,7 @@ content_types = st.sampled_from(["application/json"] * 6 + ["text/plain", ""])
 query_strings = st.dictionaries(st.text(max_size=10), st.text(max_size=10), max_size=3).map(
     urllib.parse.urlencode)
 providers = st.sampled_from(["root", "root", "root", "child", "missing", "not-a-uuid"])
+consumers = st.sampled_from(["consumer", "consumer", "missing", "not-a-uuid"])
 classes = st.sampled_from(["VCPU", "DISK_GB", "MEMORY_MB", CUSTOM_CLASS, "CUSTOM_NEW", "cow"])
 trait_names = st.sampled_from([CUSTOM_TRAIT, "CUSTOM_NEW", "HW_CPU_X86_SSE", "lower", "X" * 300])
 
@@ -168,13 +176,38 @@ WRITE_ROUTES = [
     ("DELETE", "/resource_providers/{provider}/traits", None),
     ("PUT", "/traits/{trait}", None),
     ("DELETE", "/traits/{trait}", None),
+    ("PUT", "/allocations/{consumer}",
+     {"allocations": {"{root}": {"resources": {"VCPU": 4}}}, "project_id": PROJECT,
+      "user_id": USER, "consumer_generation": 1, "consumer_type": "INSTANCE"}),
+    ("DELETE", "/allocations/{consumer}", None),
+    ("POST", "/allocations",
+     {"{consumer}": {"allocations": {}, "project_id": PROJECT, "user_id": USER,
+                     "consumer_generation": 1, "consumer_type": "INSTANCE"},
+      "{new_consumer}": {"allocations": {"{root}": {"resources": {"VCPU": 2, "DISK_GB": 10}},
+                                         "{child}": {"resources": {CUSTOM_CLASS: 1}}},
+                         "project_id": PROJECT, "user_id": USER,
+                         "consumer_generation": None, "consumer_type": "MIGRATION"}}),
+    ("POST", "/reshaper",
+     {"inventories": {"{root}": {"resource_provider_generation": 4, "inventories": {
+         "DISK_GB": {"total": 100}}},
+                      "{child}": {"resource_provider_generation": 2, "inventories": {
+         CUSTOM_CLASS: {"total": 4}, "VCPU": {"total": 8}}}},
+      "allocations": {"{consumer}": {
+          "allocations": {"{root}": {"resources": {"DISK_GB": 10}},
+                          "{child}": {"resources": {"VCPU": 2, CUSTOM_CLASS: 1}}},
+          "project_id": PROJECT, "user_id": USER, "consumer_generation": 1,
+          "consumer_type": "INSTANCE"}}}),
 ]
 
 
 def _filled(template: str, world: World, values: dict) -> str:
     provider = {"root": world.root, "child": world.child,
                 "missing": str(uuid.uuid4())}.get(values["provider"], values["provider"])
+    consumer = {"consumer": world.consumer,
+                "missing": str(uuid.uuid4())}.get(values["consumer"], values["consumer"])
     return (template.replace("{provider}", provider).replace("{root}", world.root)
+            .replace("{child}", world.child).replace("{consumer}", consumer)
+            .replace("{new_consumer}", str(uuid.uuid4()))
             .replace("{resource_class}", values["resource_class"])
             .replace("{trait}", urllib.parse.quote(values["trait"])))
 
@@ -186,7 +219,7 @@ def _filled(template: str, world: World, values: dict) -> str:
 @given(data=st.data())
 def test_no_server_error_and_rejections_change_nothing(world, method, template, valid, data):
     values = {"provider": data.draw(providers), "resource_class": data.draw(classes),
-              "trait": data.draw(trait_names)}
+              "trait": data.draw(trait_names), "consumer": data.draw(consumers)}
     body = data.draw(bodies(json.loads(_filled(json.dumps(valid), world, values)))
                      if valid is not None else st.none() | st.binary(max_size=20))
     headers = {"OpenStack-API-Version": data.draw(versions)}
