@@ -1,8 +1,9 @@
 """osc-placement, the real ``openstack`` command line plugin, driven end to
 end against a running placement-api (noauth2; the client authenticates
 with the ``admin_token`` plugin, whose token noauth2 reads as the admin
-user): a provider tree with inventories, traits and aggregates, at the
-newest microversion the client supports and at an old one."""
+user): a provider tree with inventories, traits and aggregates,
+allocations set and shown, candidates listed, at the newest microversion
+the client supports and at an old one."""
 
 from __future__ import annotations
 
@@ -120,6 +121,40 @@ def test_newest_inventories_traits_aggregates(newest, tree):
     assert [row["uuid"] for row in members] == [root]
 
 
+def test_newest_allocations_and_usages(newest, tree):
+    root, numa0 = tree["root"]["uuid"], tree["numa0"]["uuid"]
+    consumer, project, user = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    newest.run("resource", "provider", "allocation", "set", consumer,
+               "--allocation", f"rp={numa0},VCPU=2,MEMORY_MB=512",
+               "--allocation", f"rp={root},DISK_GB=10",
+               "--project-id", project, "--user-id", user, "--consumer-type", "INSTANCE")
+    shown = _by(newest.json("resource", "provider", "allocation", "show", consumer),
+                "resource_provider")
+    assert shown[numa0]["resources"] == {"VCPU": 2, "MEMORY_MB": 512}
+    assert shown[root]["resources"] == {"DISK_GB": 10}
+    assert shown[root]["consumer_type"] == "INSTANCE"
+
+    usage = _by(newest.json("resource", "provider", "usage", "show", numa0), "resource_class")
+    assert usage["VCPU"]["usage"] == 2
+    # 1.38+: the project's usage grouped by consumer type.
+    totals = _by(newest.json("resource", "usage", "show", project), "resource_class")
+    assert totals["INSTANCE"]["usage"] == {"consumer_count": 1, "VCPU": 2, "MEMORY_MB": 512,
+                                           "DISK_GB": 10}
+
+    newest.run("resource", "provider", "allocation", "unset", consumer, "--provider", root)
+    remaining = newest.json("resource", "provider", "allocation", "show", consumer)
+    assert [row["resource_provider"] for row in remaining] == [numa0]
+    newest.run("resource", "provider", "allocation", "delete", consumer)
+    assert newest.json("resource", "provider", "allocation", "show", consumer) == []
+
+
+def test_newest_candidates(newest, tree):
+    candidates = newest.json("allocation", "candidate", "list", "--resource", "VCPU=2",
+                             "--resource", "DISK_GB=10", "--required", tree["trait"])
+    providers = {row["resource provider"] for row in candidates}
+    assert providers == {tree["numa0"]["uuid"], tree["root"]["uuid"]}
+
+
 def test_newest_deleting_the_tree(newest, tree):
     """Last: takes apart what the other tests used."""
     newest.run("resource", "provider", "trait", "delete", tree["numa0"]["uuid"])
@@ -147,3 +182,30 @@ def test_old_provider_aggregates_traits(old, old_provider):
     traits = old.json("resource", "provider", "trait", "set", old_provider["uuid"],
                       "--trait", "HW_CPU_X86_SSE")
     assert [row["name"] for row in traits] == ["HW_CPU_X86_SSE"]
+
+
+def test_old_allocations(old, old_provider):
+    consumer = str(uuid.uuid4())
+    old.run("resource", "provider", "allocation", "set", consumer,
+            "--allocation", f"rp={old_provider['uuid']},VCPU=3",
+            "--project-id", str(uuid.uuid4()), "--user-id", str(uuid.uuid4()))
+    shown = old.json("resource", "provider", "allocation", "show", consumer)
+    assert [(row["resource_provider"], row["resources"]) for row in shown] == [
+        (old_provider["uuid"], {"VCPU": 3})]
+    usage = _by(old.json("resource", "provider", "usage", "show", old_provider["uuid"]),
+                "resource_class")
+    assert usage["VCPU"]["usage"] == 3
+    old.run("resource", "provider", "allocation", "delete", consumer)
+    assert old.json("resource", "provider", "allocation", "show", consumer) == []
+
+
+def test_old_candidates(old, old_provider):
+    candidates = old.json("allocation", "candidate", "list", "--resource", "VCPU=3")
+    assert old_provider["uuid"] in {row["resource provider"] for row in candidates}
+    consumer = str(uuid.uuid4())
+    old.run("resource", "provider", "allocation", "set", consumer,
+            "--allocation", f"rp={old_provider['uuid']},VCPU=2",
+            "--project-id", str(uuid.uuid4()), "--user-id", str(uuid.uuid4()))
+    candidates = old.json("allocation", "candidate", "list", "--resource", "VCPU=3")
+    assert old_provider["uuid"] not in {row["resource provider"] for row in candidates}
+    old.run("resource", "provider", "allocation", "delete", consumer)
