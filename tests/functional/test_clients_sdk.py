@@ -1,7 +1,8 @@
 """openstacksdk's placement proxy end to end against a running
 placement-api (noauth2; the connection uses the ``admin_token`` plugin):
-a provider tree with inventories, traits and aggregates, at the newest
-microversions the SDK negotiates and at an old pinned one."""
+a provider tree with inventories, traits and aggregates, allocations set,
+shown and moved, candidates listed, at the newest microversions the SDK
+negotiates and at an old pinned one."""
 
 from __future__ import annotations
 
@@ -110,3 +111,37 @@ def test_sdk_at_an_old_microversion(old_placement):
     old_placement.set_resource_provider_aggregates(provider, aggregate)
     assert old_placement.get_resource_provider_aggregates(provider).aggregates == [aggregate]
     old_placement.delete_resource_provider(provider)
+
+
+def test_sdk_allocations_and_candidates(placement):
+    provider = placement.create_resource_provider(name=f"sdk-alloc-{uuid.uuid4().hex[:8]}")
+    placement.create_resource_provider_inventory(provider, "VCPU", total=4)
+    found = list(placement.allocation_candidates(resources="VCPU:3"))
+    assert provider.id in {candidate_provider for candidate in found
+                           for candidate_provider in candidate.allocations}
+
+    consumer, project, user = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    placement.update_allocation(
+        consumer, allocations={provider.id: {"resources": {"VCPU": 3}}},
+        project_id=project, user_id=user, consumer_generation=None,
+        consumer_type="INSTANCE")
+    claimed = placement.get_allocation(consumer)
+    assert claimed.allocations[provider.id]["resources"] == {"VCPU": 3}
+    assert (claimed.project_id, claimed.consumer_generation) == (project, 1)
+    found = list(placement.allocation_candidates(resources="VCPU:3"))
+    assert provider.id not in {candidate_provider for candidate in found
+                               for candidate_provider in candidate.allocations}
+
+    # A migration: one POST /allocations moves the claim to another consumer.
+    migration = str(uuid.uuid4())
+    placement.create_allocations({
+        consumer: {"allocations": {}, "project_id": project, "user_id": user,
+                   "consumer_generation": 1, "consumer_type": "INSTANCE"},
+        migration: {"allocations": {provider.id: {"resources": {"VCPU": 3}}},
+                    "project_id": project, "user_id": user,
+                    "consumer_generation": None, "consumer_type": "MIGRATION"},
+    })
+    assert placement.get_allocation(migration).consumer_type == "MIGRATION"
+    assert placement.get_allocation(consumer).allocations == {}
+    placement.delete_allocation(migration)
+    placement.delete_resource_provider(provider)
