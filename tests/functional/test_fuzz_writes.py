@@ -238,3 +238,17 @@ def test_no_server_error_and_rejections_change_nothing(world, method, template, 
         assert world.snapshot() == before, (method, path, headers, body, response.text)
     else:
         world.fresh()
+
+
+def test_reshaper_refuses_records_under_keys_that_are_no_class(world):
+    """Found by the fuzzing: such keys escape the schema (patternProperties
+    only) and once made a 500."""
+    before = world.snapshot()
+    body = {"inventories": {world.root: {"resource_provider_generation": 4,
+                                         "inventories": {"Infinity": [], "VCPU": {"total": 8}}}},
+            "allocations": {}}
+    response = world.request("POST", "/reshaper", json.dumps(body).encode(), {
+        "Content-Type": "application/json", "OpenStack-API-Version": "placement latest"})
+    assert response.status_int == 400, response.text
+    assert "malformed reshaper data: No such resource class Infinity." in response.text
+    assert world.snapshot() == before
