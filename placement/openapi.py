@@ -11,7 +11,8 @@ Microversions are described with an ``x-openstack-microversions`` extension
 ``{"min": "1.N", "max": "1.M"}`` on each operation, on each response that
 exists only in part of the range, on each query parameter, and on each
 variant of a request or response body (bodies that change with the version
-are an ``anyOf`` of their variants).
+are an ``anyOf`` of their variants). Request bodies and query parameters are
+derived by asking the handlers' schema functions for every microversion.
 """
 
 from __future__ import annotations
@@ -379,6 +380,11 @@ def _spans(versions: list[microversion.Version]) -> list[dict]:
     return spans
 
 
+def _spans_extension(spans: list[dict]) -> dict | list[dict]:
+    """One range as usual; a list of ranges for something that comes and goes."""
+    return spans[0] if len(spans) == 1 else spans
+
+
 def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -> list[dict]:
     """One parameter per property of the query schemas, with the range of
     versions accepting it (and requiring it, when not all do); the
@@ -403,7 +409,7 @@ def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -
     for name, versions in accepted.items():
         spans = _spans(versions)
         parameter = {"name": name, "in": "query", "schema": copy.deepcopy(schemas[name]),
-                     EXTENSION: spans[0] if len(spans) == 1 else spans}
+                     EXTENSION: _spans_extension(spans)}
         if required.get(name) == versions:
             parameter["required"] = True
         elif name in required:
@@ -422,7 +428,7 @@ def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -
                 "type": "object",
                 "patternProperties": {
                     pattern: {**copy.deepcopy(pattern_schemas[pattern]),
-                              EXTENSION: _spans(versions)}
+                              EXTENSION: _spans_extension(_spans(versions))}
                     for pattern, versions in patterns.items()},
                 "additionalProperties": False,
             },
