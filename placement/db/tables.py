@@ -9,6 +9,9 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
+# Unicode names need utf8mb4 whatever the MySQL database's default charset is.
+MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+
 
 def _timestamps() -> list[sa.Column]:
     return [
@@ -33,6 +36,7 @@ resource_providers = sa.Table(
     sa.UniqueConstraint("name", name="uniq_resource_providers0name"),
     sa.Index("resource_providers_root_provider_id_idx", "root_provider_id"),
     sa.Index("resource_providers_parent_provider_id_idx", "parent_provider_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 resource_classes = sa.Table(
@@ -42,6 +46,7 @@ resource_classes = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("name", sa.String(255), nullable=False),
     sa.UniqueConstraint("name", name="uniq_resource_classes0name"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 inventories = sa.Table(
@@ -60,6 +65,7 @@ inventories = sa.Table(
     sa.UniqueConstraint("resource_provider_id", "resource_class_id",
                         name="uniq_inventories0resource_provider_resource_class"),
     sa.Index("inventories_resource_class_id_idx", "resource_class_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 allocations = sa.Table(
@@ -75,6 +81,7 @@ allocations = sa.Table(
              "resource_provider_id", "resource_class_id", "used"),
     sa.Index("allocations_resource_class_id_idx", "resource_class_id"),
     sa.Index("allocations_consumer_id_idx", "consumer_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 projects = sa.Table(
@@ -84,6 +91,7 @@ projects = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("external_id", sa.String(255), nullable=False),
     sa.UniqueConstraint("external_id", name="uniq_projects0external_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 users = sa.Table(
@@ -93,6 +101,7 @@ users = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("external_id", sa.String(255), nullable=False),
     sa.UniqueConstraint("external_id", name="uniq_users0external_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 consumer_types = sa.Table(
@@ -102,6 +111,7 @@ consumer_types = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.Unicode(255), nullable=False),
     sa.UniqueConstraint("name", name="uniq_consumer_types0name"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 consumers = sa.Table(
@@ -119,6 +129,7 @@ consumers = sa.Table(
     sa.Index("consumers_project_id_uuid_idx", "project_id", "uuid"),
     sa.Index("consumers_project_id_user_id_uuid_idx", "project_id", "user_id", "uuid"),
     sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 traits = sa.Table(
@@ -128,6 +139,7 @@ traits = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.Unicode(255), nullable=False),
     sa.UniqueConstraint("name", name="uniq_traits0name"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 resource_provider_traits = sa.Table(
@@ -139,6 +151,7 @@ resource_provider_traits = sa.Table(
               primary_key=True),
     sa.Index("resource_provider_traits_resource_provider_trait_idx",
              "resource_provider_id", "trait_id"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 placement_aggregates = sa.Table(
@@ -148,6 +161,7 @@ placement_aggregates = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uuid", sa.String(36), nullable=True),
     sa.UniqueConstraint("uuid", name="uniq_placement_aggregates0uuid"),
+    **MYSQL_TABLE_OPTIONS,
 )
 
 resource_provider_aggregates = sa.Table(
@@ -157,4 +171,5 @@ resource_provider_aggregates = sa.Table(
     sa.Column("resource_provider_id", sa.Integer, primary_key=True),
     sa.Column("aggregate_id", sa.Integer, primary_key=True),
     sa.Index("resource_provider_aggregates_aggregate_id_idx", "aggregate_id"),
+    **MYSQL_TABLE_OPTIONS,
 )

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 
 import webob
+from oslo_utils import uuidutils
 
 from placement import errors, exceptions, microversion, wsgi_util
 from placement.objects import allocation as allocation_obj
@@ -61,11 +62,12 @@ def list_for_consumer(request: webob.Request) -> webob.Response:
 
 
 def _normalised_consumer_uuid(value: str) -> str:
-    """Any uuid-like form (dashless, upper case, urn:...) as lower-case dashed."""
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise errors.bad_request(f"Malformed consumer_uuid: {value}") from None
+    """Any uuid-like form (dashless, upper case, urn:...) as lower-case dashed.
+    uuid.UUID alone is too lenient (int() takes a 0x prefix, a sign and
+    underscores), so the oslo uuid-like check decides."""
+    if not uuidutils.is_uuid_like(value):
+        raise errors.bad_request(f"Malformed consumer_uuid: {value}")
+    return str(uuid.UUID(value))
 
 
 def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:

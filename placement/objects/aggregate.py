@@ -26,10 +26,15 @@ def uuids_of(connection: sa.engine.Connection, provider: ResourceProvider) -> li
     return [row.uuid for row in rows]
 
 
+def _existing_ids(connection: sa.engine.Connection, uuids: list[str]) -> dict[str, int]:
+    """{uuid: aggregate id} of the aggregates among ``uuids`` that exist."""
+    query = sa.select(_agg.c.uuid, _agg.c.id).where(_agg.c.uuid.in_(uuids))
+    return {row.uuid: row.id for row in connection.execute(query)}
+
+
 def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) -> dict[str, int]:
     """{uuid: aggregate id}, inserting the aggregates not seen before."""
-    query = sa.select(_agg.c.uuid, _agg.c.id).where(_agg.c.uuid.in_(uuids))
-    found = {row.uuid: row.id for row in connection.execute(query)}
+    found = _existing_ids(connection, uuids)
     now = timeutils.utcnow().replace(tzinfo=None)
     for uuid in uuids:
         if uuid in found:
@@ -39,17 +44,26 @@ def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) ->
                 found[uuid] = connection.execute(
                     sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
         except db_exc.DBDuplicateEntry:
-            # Another request created it meanwhile; use theirs.
-            found[uuid] = connection.scalar(sa.select(_agg.c.id).where(_agg.c.uuid == uuid))
+            # Another request created it since our read, or (MySQL's
+            # case-insensitive collation) it exists in another letter case.
+            # A plain read would not see the former under REPEATABLE READ;
+            # a locking read sees the latest committed row.
+            found[uuid] = connection.scalar(
+                sa.select(_agg.c.id).where(_agg.c.uuid == uuid).with_for_update())
     return found
+
+
+def _linked_ids(connection: sa.engine.Connection, provider: ResourceProvider) -> set[int]:
+    """Ids of the aggregates the provider is associated with."""
+    return set(connection.scalars(sa.select(_rp_agg.c.aggregate_id).where(
+        _rp_agg.c.resource_provider_id == provider.id)))
 
 
 def replace(connection: sa.engine.Connection, provider: ResourceProvider,
             uuids: list[str]) -> None:
     """Make ``uuids`` exactly the provider's aggregates (kept as given)."""
     wanted = _ids_creating_missing(connection, uuids) if uuids else {}
-    current = set(connection.scalars(sa.select(_rp_agg.c.aggregate_id).where(
-        _rp_agg.c.resource_provider_id == provider.id)))
+    current = _linked_ids(connection, provider)
     stale = current - set(wanted.values())
     if stale:
         connection.execute(sa.delete(_rp_agg).where(
@@ -75,5 +89,12 @@ def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
             rp_obj.increment_generation(connection, provider)
         except exceptions.ConcurrentUpdate as error:
             raise exceptions.ConcurrentUpdate(f"Update conflict: {error}") from None
-    replace(connection, provider, uuids)
+    try:
+        replace(connection, provider, uuids)
+    except db_exc.DBDuplicateEntry:
+        # Below 1.19 nothing serialises writers of one provider: another
+        # request linked the same aggregate since our read.
+        raise exceptions.ConcurrentUpdate(
+            f"Update conflict: the aggregates of resource provider {provider.uuid} "
+            "were changed by another request.") from None
     return provider

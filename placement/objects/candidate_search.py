@@ -8,7 +8,8 @@ into allocation requests following allocation-candidates.md sections 3-4:
   allocations it would make, the providers it maps);
 * per anchor, one candidate per group is chosen depth-first, and every
   partial choice that already breaks capacity, ``group_policy=isolate``,
-  ``same_subtree`` or the pre-1.29 rule is abandoned at once, so that the
+  ``same_subtree`` or the pre-1.29 rule (unless max_allocation_candidates
+  must count those results first) is abandoned at once, so that the
   search never builds the whole cartesian product;
 * the search is a generator: it stops as soon as enough results exist.
 """
@@ -187,8 +188,10 @@ def _single_candidates(world: World, group: RequestGroup,
             continue
         allocations = tuple((provider.id, class_name, amount)
                             for class_name, amount in sorted(group.resources.items()))
+        # in_tree only chooses the provider here: a sharing provider in that
+        # tree still serves every tree it shares with (unlike section 3a)
         candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
-                       for anchor in _anchors(world, provider, group.in_tree is None)
+                       for anchor in _anchors(world, provider)
                        if root_allowed(anchor)]
     return candidates
 
@@ -264,18 +267,18 @@ class _AnchorSearch:
     A choice is kept only while the partial combination still obeys every
     rule: summed amounts fit (they only grow as groups are added),
     ``isolate`` keeps granular providers apart, each ``same_subtree`` holds
-    once all its groups are chosen, and below 1.29 in a nested world no
-    second provider of a tree gives resources. The search is iterative (no
+    once all its groups are chosen, and with ``one_provider_per_tree`` (the
+    pre-1.29 rule) no second provider of a tree gives resources. The search is iterative (no
     generator per level) because it may visit many thousands of choices.
     """
 
     def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions,
-                 per_group: list[list[GroupCandidate]]):
+                 per_group: list[list[GroupCandidate]], one_provider_per_tree: bool):
         self.world = world
         self.groups = groups
         self.per_group = per_group
         self.isolate = options.group_policy == ISOLATE
-        self.one_provider_per_tree = not options.nested_aware and world.has_nesting
+        self.one_provider_per_tree = one_provider_per_tree
         depth_of = {group.suffix: depth for depth, group in enumerate(groups)}
         self.subtree_checks: dict[int, list[list[str]]] = defaultdict(list)
         for suffixes in options.same_subtree:
@@ -405,6 +408,12 @@ class _AnchorSearch:
         return True
 
 
+def _one_provider_per_tree(world: World, result: Result) -> bool:
+    """Does every tree give resources through one provider at most?"""
+    giving = {provider_id for provider_id, _ in result.allocations}
+    return len(giving) == len({world.providers[p].root_id for p in giving})
+
+
 def _round_robin(iterators: list[Iterator[Result]]) -> Iterator[Result]:
     active = list(iterators)
     while active:
@@ -443,8 +452,14 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
         by_anchor.append(buckets)
     viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
 
+    # Below 1.29 in a nested world, results using two providers of one tree
+    # are dropped only after max_candidates counted them (steps 8-9); without
+    # that maximum the search may abandon them early, which is cheaper.
+    one_provider_per_tree = not options.nested_aware and world.has_nesting
+    prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
     per_anchor = [_AnchorSearch(world, groups, options,
-                                [buckets[anchor] for buckets in by_anchor]).results()
+                                [buckets[anchor] for buckets in by_anchor],
+                                prune_shared_trees).results()
                   for anchor in viable]
     stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
     if world.sharing_anchors:
@@ -453,6 +468,8 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
         stream = _unique(stream)
     if options.max_candidates > 0:
         stream = itertools.islice(stream, options.max_candidates)
+        if one_provider_per_tree:
+            stream = (result for result in stream if _one_provider_per_tree(world, result))
     if options.randomize:
         return _random_sample(stream, options.limit)
     return list(itertools.islice(stream, options.limit))

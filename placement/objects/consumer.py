@@ -9,7 +9,8 @@ are never deleted.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import sqlalchemy as sa
 from oslo_utils import timeutils
@@ -50,13 +51,23 @@ class Owner:
     consumer_type: str | None = None
 
 
-def get_by_uuid(connection: sa.engine.Connection, consumer_uuid: str) -> Consumer | None:
-    row = connection.execute(
+class ConsumerRequest(Protocol):
+    """What a write says about one consumer (allocation.ConsumerAllocations)."""
+
+    consumer_uuid: str
+    owner: Owner
+    check_generation: bool
+    generation: int | None
+
+
+def get_by_uuids(connection: sa.engine.Connection, consumer_uuids: Iterable[str]
+                 ) -> dict[str, Consumer]:
+    """The consumers that exist among ``consumer_uuids``, by uuid."""
+    rows = connection.execute(
         sa.select(_consumer.c.id, _consumer.c.uuid, _consumer.c.generation,
                   _consumer.c.project_id, _consumer.c.user_id, _consumer.c.consumer_type_id)
-        .where(_consumer.c.uuid == consumer_uuid)
-    ).one_or_none()
-    return Consumer(**row._mapping) if row is not None else None
+        .where(_consumer.c.uuid.in_(list(consumer_uuids))))
+    return {row.uuid: Consumer(**row._mapping) for row in rows}
 
 
 def _id_for_name(connection: sa.engine.Connection, table: sa.Table, column: sa.Column,
@@ -73,16 +84,19 @@ def _id_for_name(connection: sa.engine.Connection, table: sa.Table, column: sa.C
     return result.inserted_primary_key[0]
 
 
-def _owner_ids(connection: sa.engine.Connection, owner: Owner) -> dict[str, int]:
-    ids = {
-        "project_id": _id_for_name(connection, _project, _project.c.external_id,
-                                   owner.project_id),
-        "user_id": _id_for_name(connection, _user, _user.c.external_id, owner.user_id),
-    }
-    if owner.consumer_type is not None:
-        ids["consumer_type_id"] = _id_for_name(
-            connection, _consumer_type, _consumer_type.c.name, owner.consumer_type)
-    return ids
+def _ids_for_names(connection: sa.engine.Connection, table: sa.Table, column: sa.Column,
+                   values: Iterable[str]) -> dict[str, int]:
+    """{value: id} of the rows of ``table`` whose ``column`` is one of
+    ``values``, in one query; values not found that way (new ones, or a
+    collation that matched another spelling) go through _id_for_name."""
+    values = list(dict.fromkeys(values))
+    if not values:
+        return {}
+    found = dict(connection.execute(
+        sa.select(column, table.c.id).where(column.in_(values))).all())
+    return {value: found[value] if value in found
+            else _id_for_name(connection, table, column, value)
+            for value in values}
 
 
 def _check_generation(existing: Consumer | None, expected: int | None) -> None:
@@ -95,40 +109,69 @@ def _check_generation(existing: Consumer | None, expected: int | None) -> None:
             f"but got {expected}")
 
 
-def prepare(connection: sa.engine.Connection, consumer_uuid: str, owner: Owner,
-            check_generation: bool, expected_generation: int | None) -> Consumer:
-    """The consumer about to be written, after the generation check (1.28+
-    writes: ``check_generation``), created if unknown (generation 0) and
-    with the owner of the request recorded."""
-    existing = get_by_uuid(connection, consumer_uuid)
-    if check_generation:
-        _check_generation(existing, expected_generation)
-    ids = _owner_ids(connection, owner)
+def prepare(connection: sa.engine.Connection, requests: Sequence[ConsumerRequest]
+            ) -> list[Consumer]:
+    """The consumers about to be written, in request order: generation
+    checks (1.28+ writes: ``check_generation``; the first conflict in
+    request order is reported), unknown ones created (generation 0), the
+    owner of the request recorded. A constant number of statements
+    whatever the number of consumers, except for projects, users and types
+    named for the first time and consumers whose owner changes."""
+    consumers = get_by_uuids(connection, [request.consumer_uuid for request in requests])
+    for request in requests:
+        if request.check_generation:
+            _check_generation(consumers.get(request.consumer_uuid), request.generation)
+    owners = [request.owner for request in requests]
+    project_ids = _ids_for_names(connection, _project, _project.c.external_id,
+                                 [owner.project_id for owner in owners])
+    user_ids = _ids_for_names(connection, _user, _user.c.external_id,
+                              [owner.user_id for owner in owners])
+    type_ids = _ids_for_names(connection, _consumer_type, _consumer_type.c.name,
+                              [owner.consumer_type for owner in owners
+                               if owner.consumer_type is not None])
     now = timeutils.utcnow()
-    if existing is None:
-        connection.execute(sa.insert(_consumer).values(
-            uuid=consumer_uuid, generation=0, created_at=now, **ids))
-        return get_by_uuid(connection, consumer_uuid)
-    changed = {name: value for name, value in ids.items()
-               if getattr(existing, name) != value}
-    if changed:
-        connection.execute(sa.update(_consumer).where(_consumer.c.id == existing.id)
-                           .values(updated_at=now, **changed))
-        existing = dataclasses.replace(existing, **changed)
-    return existing
+    new_rows: dict[str, dict] = {}
+    for request in requests:
+        owner = request.owner
+        ids = {"project_id": project_ids[owner.project_id], "user_id": user_ids[owner.user_id]}
+        if owner.consumer_type is not None:
+            ids["consumer_type_id"] = type_ids[owner.consumer_type]
+        existing = consumers.get(request.consumer_uuid)
+        if existing is None:
+            new_rows[request.consumer_uuid] = {
+                "uuid": request.consumer_uuid, "generation": 0, "created_at": now,
+                "consumer_type_id": None, **ids}
+            continue
+        changed = {name: value for name, value in ids.items()
+                   if getattr(existing, name) != value}
+        if changed:
+            connection.execute(sa.update(_consumer).where(_consumer.c.id == existing.id)
+                               .values(updated_at=now, **changed))
+            consumers[request.consumer_uuid] = dataclasses.replace(existing, **changed)
+    if new_rows:
+        connection.execute(sa.insert(_consumer), list(new_rows.values()))
+        consumers.update(get_by_uuids(connection, new_rows))
+    return [consumers[request.consumer_uuid] for request in requests]
 
 
-def increment_generation(connection: sa.engine.Connection, consumer: Consumer) -> None:
-    """Compare-and-swap the generation read by ``prepare`` to the next one."""
+def increment_generations(connection: sa.engine.Connection, consumers: Sequence[Consumer]
+                          ) -> None:
+    """Compare-and-swap the generations read by ``prepare`` to the next
+    ones, all in one statement."""
+    if not consumers:
+        return
     result = connection.execute(
         sa.update(_consumer)
-        .where(_consumer.c.id == consumer.id, _consumer.c.generation == consumer.generation)
-        .values(generation=consumer.generation + 1, updated_at=timeutils.utcnow())
+        .where(sa.or_(*(sa.and_(_consumer.c.id == consumer.id,
+                                _consumer.c.generation == consumer.generation)
+                        for consumer in consumers)))
+        .values(generation=_consumer.c.generation + 1, updated_at=timeutils.utcnow())
     )
-    if result.rowcount != 1:
+    if result.rowcount != len(consumers):
         raise exceptions.ConcurrentUpdate(
             "Another thread concurrently updated the data. Please retry your update")
-    consumer.generation += 1
+    for consumer in consumers:
+        consumer.generation += 1
 
 
 def delete_if_empty(connection: sa.engine.Connection, consumer_uuids: Iterable[str]) -> None:

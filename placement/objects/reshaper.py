@@ -12,12 +12,19 @@ from __future__ import annotations
 import dataclasses
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
 
 from placement import exceptions
 from placement.db import api as db_api
+from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import resource_provider
+
+LOG = logging.getLogger(__name__)
+
+_rp = tables.resource_providers
 
 
 class ProviderNotFound(exceptions.InvalidInput):
@@ -37,14 +44,19 @@ class ProviderInventories:
 def _checked_providers(connection: sa.engine.Connection,
                        inventories: list[ProviderInventories]
                        ) -> list[resource_provider.ResourceProvider]:
+    """The providers of ``inventories`` (in that order, read in one query),
+    each at the generation the client stated."""
+    wanted_uuids = [wanted.provider_uuid for wanted in inventories]
+    rows = connection.execute(
+        resource_provider.select_providers().where(_rp.c.uuid.in_(wanted_uuids)))
+    by_uuid = {row.uuid: resource_provider.ResourceProvider(**row._mapping) for row in rows}
     providers = []
     for wanted in inventories:
-        try:
-            provider = resource_provider.get_by_uuid(connection, wanted.provider_uuid)
-        except exceptions.NotFound as error:
+        provider = by_uuid.get(wanted.provider_uuid)
+        if provider is None:
             raise ProviderNotFound(
                 f"Resource provider {wanted.provider_uuid} in inventories not found: "
-                f"{error}") from None
+                f"No resource provider with uuid {wanted.provider_uuid} found")
         if provider.generation != wanted.generation:
             raise exceptions.ConcurrentUpdate(
                 f"resource provider generation conflict for provider "
@@ -54,12 +66,13 @@ def _checked_providers(connection: sa.engine.Connection,
     return providers
 
 
-def _replace_inventories(connection: sa.engine.Connection, provider_uuid: str,
+def _replace_inventories(connection: sa.engine.Connection,
+                         provider: resource_provider.ResourceProvider,
                          inventories: list[inventory_obj.Inventory]) -> None:
-    """Set the inventory of the provider as this transaction now sees it
-    (earlier steps moved its generation). Unknown classes become
-    UnknownResourceClass; a lost generation race ProviderGenerationRace."""
-    provider = resource_provider.get_by_uuid(connection, provider_uuid)
+    """Set the inventory of the provider, compare-and-swapping the
+    generation carried by ``provider`` (the checked one plus this
+    transaction's own bumps). Unknown classes become UnknownResourceClass;
+    a lost generation race ProviderGenerationRace."""
     try:
         inventory_obj.replace_inventories(connection, provider, inventories)
     except exceptions.NotFound as error:
@@ -69,13 +82,11 @@ def _replace_inventories(connection: sa.engine.Connection, provider_uuid: str,
 
 
 @db_api.retrying
-def reshape(db: db_api.Database, inventories: list[ProviderInventories],
-            allocations: list[allocation_obj.ConsumerAllocations]) -> None:
-    """All or nothing. The client states provider and consumer generations,
-    so a lost race is reported (ProviderGenerationRace), not retried.
-    Reducing an inventory below its usage is accepted here; removing a
-    class that still has allocations raises InventoryInUse."""
+def _reshape_once(db: db_api.Database, inventories: list[ProviderInventories],
+                  allocations: list[allocation_obj.ConsumerAllocations]) -> None:
     with db.writer() as connection:
+        # These objects are the only source of the providers' generations
+        # from here on (see allocation.write).
         providers = _checked_providers(connection, inventories)
         prepared = allocation_obj.prepare(connection, allocations)
         for provider, wanted in zip(providers, inventories, strict=True):
@@ -83,7 +94,33 @@ def reshape(db: db_api.Database, inventories: list[ProviderInventories],
                 current = inventory_obj.get_all(connection, provider)
                 widened = {**current, **{inventory.resource_class: inventory
                                          for inventory in wanted.inventories}}
-                _replace_inventories(connection, provider.uuid, list(widened.values()))
-        allocation_obj.write(connection, prepared)
-        for wanted in inventories:
-            _replace_inventories(connection, wanted.provider_uuid, wanted.inventories)
+                _replace_inventories(connection, provider, list(widened.values()))
+        allocation_obj.write(connection, prepared,
+                             {provider.id: provider for provider in providers})
+        for provider, wanted in zip(providers, inventories, strict=True):
+            _replace_inventories(connection, provider, wanted.inventories)
+
+
+# A lost race to insert a project, user, consumer type or consumer can only
+# happen once per row, so a few new attempts are enough.
+DUPLICATE_ENTRY_ATTEMPTS = 3
+
+
+def reshape(db: db_api.Database, inventories: list[ProviderInventories],
+            allocations: list[allocation_obj.ConsumerAllocations]) -> None:
+    """All or nothing. The client states provider and consumer generations,
+    so a lost race is reported (ProviderGenerationRace), not retried.
+    Reducing an inventory below its usage is accepted here; removing a
+    class that still has allocations raises InventoryInUse.
+
+    An attempt that loses the race to create a row another request created
+    first (DBDuplicateEntry) runs again in a new transaction, which sees
+    that row (and checks every generation again)."""
+    for attempt in range(1, DUPLICATE_ENTRY_ATTEMPTS + 1):
+        try:
+            _reshape_once(db, inventories, allocations)
+            return
+        except db_exc.DBDuplicateEntry:
+            if attempt == DUPLICATE_ENTRY_ATTEMPTS:
+                raise
+            LOG.debug("Reshape attempt %d lost a race to create a row", attempt)

@@ -72,6 +72,10 @@ class ProviderHasChildren(exceptions.Conflict):
 
 PARENT_MISSING = "parent provider UUID does not exist."
 
+# Largest value an inventory field (max_unit among them) can hold; the
+# inventory schema caps every field there.
+MAX_INT = 2147483647
+
 
 def _now() -> datetime.datetime:
     return timeutils.utcnow().replace(tzinfo=None)
@@ -161,7 +165,8 @@ def create(connection: sa.engine.Connection, name: str, uuid: str,
         raise ProviderActionError("create", "name is required")
     parent = None
     if parent_uuid is not None:
-        parent_uuid = normalize_uuid(parent_uuid)
+        # The parent is looked up as given (only the new provider's own
+        # uuid is normalised): another form of its uuid names no provider.
         if parent_uuid == uuid:
             raise ProviderActionError(
                 "create", "parent provider UUID cannot be same as UUID. Please set "
@@ -197,6 +202,8 @@ def _subtree_ids(connection: sa.engine.Connection, provider: ResourceProvider) -
     subtree, pending = set(), [provider.id]
     while pending:
         current = pending.pop()
+        if current in subtree:
+            continue  # never loop forever, even over a corrupt tree
         subtree.add(current)
         pending.extend(children_of.get(current, []))
     return subtree
@@ -220,7 +227,7 @@ def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvid
     """The new parent provider (None for no parent), after the tree rules."""
     parent = None
     if parent_uuid is not None:
-        parent = find_by_uuid(connection, normalize_uuid(parent_uuid))
+        parent = find_by_uuid(connection, parent_uuid)
         if parent is None:
             # Upstream names the action "create" here although it is an update.
             raise ProviderActionError("create", PARENT_MISSING)
@@ -237,6 +244,22 @@ def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvid
     return parent
 
 
+def _lock_trees(connection: sa.engine.Connection, uuids: list[str]) -> None:
+    """Lock the providers ``uuids`` and the roots of their trees, as the
+    first statement of the transaction. Two moves that together could make
+    a loop (A under a descendant of B, B under a descendant of A) involve
+    the same trees, so they wait for each other here; and a transaction
+    that waited reads (MySQL REPEATABLE READ takes its snapshot at the first
+    plain read, after this) the tree the other one left. SQLite ignores FOR
+    UPDATE; its writers are serialised anyway."""
+    connection.execute(
+        sa.select(_rp.c.id, _root.c.id)
+        .join(_root, _root.c.id == _rp.c.root_provider_id)
+        .where(_rp.c.uuid.in_(uuids))
+        .order_by(_root.c.id)
+        .with_for_update())
+
+
 # Sentinel: leave the parent as it is (None means "make it a root").
 UNCHANGED = object()
 
@@ -247,6 +270,8 @@ def update(connection: sa.engine.Connection, uuid: str, name: str,
     """Rename provider ``uuid`` and, when ``parent_uuid`` is passed, move it
     in the trees (None: make it a root). Moving a provider that has a parent
     needs ``allow_reparenting``. The generation does not change."""
+    if parent_uuid is not UNCHANGED:
+        _lock_trees(connection, [uuid] if parent_uuid is None else [uuid, parent_uuid])
     provider = get_by_uuid(connection, uuid)
     if parent_uuid is not UNCHANGED:
         parent = _check_new_parent(connection, provider, parent_uuid, allow_reparenting)
@@ -268,9 +293,10 @@ def update(connection: sa.engine.Connection, uuid: str, name: str,
 def delete(connection: sa.engine.Connection, uuid: str) -> None:
     """Delete the provider with its inventories, trait and aggregate links;
     refused while it has children or allocations."""
+    not_found = f"No resource provider with uuid {uuid} found for delete"
     provider = find_by_uuid(connection, uuid)
     if provider is None:
-        raise exceptions.NotFound(f"No resource provider with uuid {uuid} found for delete")
+        raise exceptions.NotFound(not_found)
     if connection.scalar(sa.select(_rp.c.id).where(
             _rp.c.parent_provider_id == provider.id).limit(1)) is not None:
         raise ProviderHasChildren(
@@ -286,7 +312,9 @@ def delete(connection: sa.engine.Connection, uuid: str) -> None:
     # backend's foreign-key check can object to the delete.
     connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
                        .values(root_provider_id=None))
-    connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id))
+    if connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id)).rowcount != 1:
+        # A concurrent delete got there after our read (MySQL, PostgreSQL).
+        raise exceptions.NotFound(not_found)
 
 
 # -- filters ---------------------------------------------------------------
@@ -297,6 +325,10 @@ def has_capacity(resource_class_id: int, amount: int,
                  column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
     """The provider itself can take ``amount`` more of the class: unit
     limits, step size and remaining capacity of its inventory."""
+    if amount > MAX_INT:
+        # No max_unit is that large; the database (SQLite) could not even
+        # bind such an integer.
+        return sa.false()
     used = (sa.select(_alloc.c.resource_provider_id,
                       sa.func.sum(_alloc.c.used).label("used"))
             .where(_alloc.c.resource_class_id == resource_class_id)

@@ -84,12 +84,14 @@ def ensure(connection: sa.engine.Connection, name: str) -> tuple[Trait, bool]:
     except exceptions.NotFound:
         pass
     try:
-        with connection.begin_nested():
-            connection.execute(sa.insert(_trait).values(
-                name=name, created_at=timeutils.utcnow().replace(tzinfo=None)))
-    except db_exc.DBDuplicateEntry:
-        # Created by a concurrent request: it exists, which is all we want.
-        return get(connection, name), False
+        connection.execute(sa.insert(_trait).values(
+            name=name, created_at=timeutils.utcnow().replace(tzinfo=None)))
+    except db_exc.DBDuplicateEntry as error:
+        # Created by a concurrent request since our read. Under REPEATABLE
+        # READ (MySQL) this transaction can never see that row: do the
+        # whole write again in a new transaction (db_api.write retries),
+        # which then finds the trait.
+        raise db_exc.RetryRequest(error) from None
     return get(connection, name), True
 
 

@@ -182,17 +182,17 @@ def test_consumer_generation_race_is_reported_not_retried(database, monkeypatch)
     for the client to resolve, not something to retry."""
     consumer_uuid = str(uuid.uuid4())
     allocation_obj.replace_all(database, [_request(consumer_uuid)], attempts=10)
-    real_get = consumer_obj.get_by_uuid
+    real_get = consumer_obj.get_by_uuids
     reads = []
 
-    def stale_get(connection, wanted_uuid):
-        consumer = real_get(connection, wanted_uuid)
-        reads.append(consumer)
-        if consumer is not None:
+    def stale_get(connection, wanted_uuids):
+        consumers = real_get(connection, wanted_uuids)
+        reads.append(consumers)
+        for consumer in consumers.values():
             consumer.generation -= 1
-        return consumer
+        return consumers
 
-    monkeypatch.setattr(consumer_obj, "get_by_uuid", stale_get)
+    monkeypatch.setattr(consumer_obj, "get_by_uuids", stale_get)
 
     response = _put_one_vcpu(_app(database), consumer_uuid, version="1.27")
 

@@ -87,3 +87,17 @@ def test_shared_provider_reached_from_two_trees_counted_once():
     both = search(world, [RequestGroup("", {"DISK_GB": 10, "VCPU": 1})], SearchOptions())
     assert sorted(sorted(r.allocations) for r in both) == [
         [(1, "VCPU"), (3, "DISK_GB")], [(2, "VCPU"), (3, "DISK_GB")]]
+
+
+def test_max_candidates_counts_results_dropped_below_1_29():
+    """Section 4: max_allocation_candidates (step 8) counts results before
+    the pre-1.29 rule (step 9) drops those using two providers of a tree."""
+    world = two_flat_providers_with_two_children_each()
+    world = World({**world.providers, 7: Provider(7, "flat7", None, 7, vcpu(2))},
+                  {}, True, {})
+    options = {"group_policy": "none", "nested_aware": False}
+    # depth-first: roots 1 and 4 give two results each (two children), root 7 one
+    assert search(world, GROUPS, SearchOptions(**options, max_candidates=4)) == []
+    kept = search(world, GROUPS, SearchOptions(**options, max_candidates=5))
+    assert [dict(r.allocations) for r in kept] == [{(7, "VCPU"): 2}]
+    assert len(search(world, GROUPS, SearchOptions(**options))) == 1

@@ -214,8 +214,8 @@ def test_aggregate_write_losing_the_generation_race(db, monkeypatch):
         aggregate_obj.set_for_provider(conn, provider.uuid, [new_uuid()], generation=0)
 
 
-def test_parent_uuid_in_any_uuid_form(db):
+def test_parent_uuid_is_looked_up_verbatim(db):
     root = make(db, "root")
-    with db.writer() as conn:
-        child = rp_obj.create(conn, "child", new_uuid(), root.uuid.replace("-", "").upper())
-    assert child.parent_provider_uuid == root.uuid
+    with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError,
+                                            match="parent provider UUID does not exist"):
+        rp_obj.create(conn, "child", new_uuid(), root.uuid.replace("-", "").upper())

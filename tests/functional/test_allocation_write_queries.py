@@ -1,0 +1,115 @@
+"""An allocation write issues a number of SQL statements that does not grow
+with the number of providers or consumers it names (no query per provider
+or per consumer)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from placement.objects import allocation as allocation_obj
+from placement.objects import consumer as consumer_obj
+from tests.db import FreshDatabase
+from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
+
+PROVIDERS = [str(uuid.uuid4()) for _ in range(6)]
+
+
+@pytest.fixture
+def database():
+    database = FreshDatabase()
+    with database.db.writer() as connection:
+        for index, provider_uuid in enumerate(PROVIDERS):
+            provider_id = create_provider(connection, provider_uuid, f"rp-{index}")
+            add_inventory(connection, provider_id, "VCPU", 100)
+    yield database.db
+    database.close()
+
+
+@contextlib.contextmanager
+def counted_statements(db):
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        # Connection set-up (SQLite PRAGMAs) depends on the pool, not on us.
+        if not statement.startswith("PRAGMA"):
+            statements.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", count)
+
+
+def _consumer(consumer_uuid: str, providers: list[str]) -> allocation_obj.ConsumerAllocations:
+    return allocation_obj.ConsumerAllocations(
+        consumer_uuid=consumer_uuid,
+        allocations={provider_uuid: {"VCPU": 1} for provider_uuid in providers},
+        owner=consumer_obj.Owner("project", "user"))
+
+
+def _statements_for(db, requests) -> int:
+    with counted_statements(db) as statements:
+        allocation_obj.replace_all(db, requests, attempts=1)
+    return len(statements)
+
+
+def _create_owner(db) -> None:
+    """The project and user exist from now on (creating them costs queries)."""
+    allocation_obj.replace_all(db, [_consumer(str(uuid.uuid4()), PROVIDERS[:1])], 1)
+
+
+def test_statements_do_not_grow_with_providers(database):
+    _create_owner(database)
+    one = _statements_for(database, [_consumer(str(uuid.uuid4()), PROVIDERS[:1])])
+    six = _statements_for(database, [_consumer(str(uuid.uuid4()), PROVIDERS)])
+    assert six == one
+
+
+def test_statements_do_not_grow_with_new_consumers(database):
+    _create_owner(database)
+    one = _statements_for(database, [_consumer(str(uuid.uuid4()), PROVIDERS[:1])])
+    six = _statements_for(database, [_consumer(str(uuid.uuid4()), [provider])
+                                     for provider in PROVIDERS])
+    assert six == one
+
+
+def test_statements_do_not_grow_with_consumers_cleared(database):
+    consumers = [str(uuid.uuid4()) for _ in PROVIDERS]
+    with database.writer() as connection:
+        for provider_id, consumer_uuid in enumerate(consumers, start=1):
+            add_allocation(connection, consumer_uuid, provider_id, "VCPU", 1,
+                           project="project", user="user")
+    one = _statements_for(database, [_consumer(consumers[0], [])])
+    five = _statements_for(database, [_consumer(consumer_uuid, [])
+                                      for consumer_uuid in consumers[1:]])
+    assert five == one
+
+
+def test_named_providers_are_locked_before_anything_is_read(database):
+    """The write first locks the providers it names (FOR UPDATE, in id
+    order), so that on PostgreSQL and MySQL what it reads afterwards
+    includes every concurrent writer of those providers that committed
+    while it waited. SQLite does not render FOR UPDATE, so the statement
+    is compiled for PostgreSQL here."""
+    _create_owner(database)
+    statements: list = []
+
+    def record(conn, clauseelement, multiparams, params, execution_options):
+        if isinstance(clauseelement, sa.sql.ClauseElement):
+            statements.append(clauseelement)
+
+    sa.event.listen(database.engine, "before_execute", record)
+    try:
+        allocation_obj.replace_all(database, [_consumer(str(uuid.uuid4()), PROVIDERS[:2])], 1)
+    finally:
+        sa.event.remove(database.engine, "before_execute", record)
+
+    first = str(statements[0].compile(dialect=postgresql.dialect()))
+    assert first.startswith("SELECT resource_providers.id")
+    assert first.endswith("ORDER BY resource_providers.id FOR UPDATE")
