@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
-import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -30,6 +29,13 @@ ADMIN = {"X-Auth-Token": "admin", "X-Roles": "admin,service"}
 CUSTOM_CLASS = "CUSTOM_FUZZ_CLASS"
 CUSTOM_TRAIT = "CUSTOM_FUZZ_TRAIT"
 AGGREGATE = "5a5c5d3e-0000-4000-8000-00000000a661"
+# Fixed uuids: every world looks the same, so hypothesis can replay examples.
+ROOT, CHILD = "5a5c5d3e-0000-4000-8000-000000000001", "5a5c5d3e-0000-4000-8000-000000000002"
+CONSUMER = "5a5c5d3e-0000-4000-8000-0000000000c1"
+NEW_CONSUMER = "5a5c5d3e-0000-4000-8000-0000000000c2"
+NEW_PROVIDER = "5a5c5d3e-0000-4000-8000-000000000003"
+MISSING = "5a5c5d3e-0000-4000-8000-0000000000ff"
+OTHER_AGGREGATE = "5a5c5d3e-0000-4000-8000-00000000a662"
 PROJECT, USER = "fuzz-project", "fuzz-user"
 
 
@@ -48,8 +54,7 @@ class World:
         conf = placement_conf.build_conf(config_files=[])
         conf.set_override("auth_strategy", "noauth2", group="api")
         self.application = deploy.build_app(conf, db=self.database.db)
-        self.root, self.child = str(uuid.uuid4()), str(uuid.uuid4())
-        self.consumer = str(uuid.uuid4())
+        self.root, self.child, self.consumer = ROOT, CHILD, CONSUMER
         self._populate()
         return self
 
@@ -154,7 +159,7 @@ WRITE_ROUTES = [
     ("POST", "/resource_classes", {"name": "CUSTOM_NEW"}),
     ("PUT", "/resource_classes/{resource_class}", {"name": "CUSTOM_RENAMED"}),
     ("DELETE", "/resource_classes/{resource_class}", None),
-    ("POST", "/resource_providers", {"name": "new", "uuid": str(uuid.uuid4()),
+    ("POST", "/resource_providers", {"name": "new", "uuid": NEW_PROVIDER,
                                      "parent_provider_uuid": "{root}"}),
     ("PUT", "/resource_providers/{provider}", {"name": "renamed",
                                                "parent_provider_uuid": "{root}"}),
@@ -170,7 +175,7 @@ WRITE_ROUTES = [
      {"resource_provider_generation": 3, "total": 32, "reserved": 1}),
     ("DELETE", "/resource_providers/{provider}/inventories/{resource_class}", None),
     ("PUT", "/resource_providers/{provider}/aggregates",
-     {"resource_provider_generation": 3, "aggregates": [AGGREGATE, str(uuid.uuid4())]}),
+     {"resource_provider_generation": 3, "aggregates": [AGGREGATE, OTHER_AGGREGATE]}),
     ("PUT", "/resource_providers/{provider}/traits",
      {"resource_provider_generation": 3, "traits": [CUSTOM_TRAIT, "HW_CPU_X86_SSE"]}),
     ("DELETE", "/resource_providers/{provider}/traits", None),
@@ -202,12 +207,12 @@ WRITE_ROUTES = [
 
 def _filled(template: str, world: World, values: dict) -> str:
     provider = {"root": world.root, "child": world.child,
-                "missing": str(uuid.uuid4())}.get(values["provider"], values["provider"])
+                "missing": MISSING}.get(values["provider"], values["provider"])
     consumer = {"consumer": world.consumer,
-                "missing": str(uuid.uuid4())}.get(values["consumer"], values["consumer"])
+                "missing": MISSING}.get(values["consumer"], values["consumer"])
     return (template.replace("{provider}", provider).replace("{root}", world.root)
             .replace("{child}", world.child).replace("{consumer}", consumer)
-            .replace("{new_consumer}", str(uuid.uuid4()))
+            .replace("{new_consumer}", NEW_CONSUMER)
             .replace("{resource_class}", values["resource_class"])
             .replace("{trait}", urllib.parse.quote(values["trait"])))
 
