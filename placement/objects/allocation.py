@@ -27,6 +27,7 @@ from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
 from placement.objects import usage as usage_obj
+from placement.objects.inventory import InventoryUsage
 
 LOG = logging.getLogger(__name__)
 
@@ -67,24 +68,6 @@ class ProviderGenerationRace(ConcurrentWrite):
 
 
 # -- Capacity (the one place allocation writes read it) ----------------------
-
-@dataclasses.dataclass
-class InventoryUsage:
-    """One inventory of a provider and how much of it is allocated."""
-
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-
-    @property
-    def capacity(self) -> float:
-        # Not truncated: the allocation check compares with the exact value.
-        return (self.total - self.reserved) * self.allocation_ratio
-
 
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
                      class_ids: Iterable[int]) -> dict[Key, InventoryUsage]:
@@ -343,8 +326,7 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
         inventory = inventories.get(key)
         if inventory is None:
             raise AllocationRefused(f"Inventory for {where} invalid.")
-        if (record.amount < inventory.min_unit or record.amount > inventory.max_unit
-                or record.amount % inventory.step_size != 0):
+        if not inventory.fits_units(record.amount):
             raise AllocationRefused(
                 f"Unable to create allocation for {where}. The requested amount "
                 "would violate inventory constraints.")
