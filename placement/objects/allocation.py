@@ -27,6 +27,7 @@ from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
 from placement.objects import usage as usage_obj
+from placement.objects.generation import compare_and_swap
 from placement.objects.inventory import InventoryUsage
 
 LOG = logging.getLogger(__name__)
@@ -347,18 +348,8 @@ def _increment_provider_generations(connection: sa.engine.Connection,
     """Compare-and-swap every provider's generation to the next one in one
     statement (no query per provider). ProviderGenerationRace when any of
     them moved."""
-    if not providers:
-        return
-    result = connection.execute(
-        sa.update(_rp)
-        .where(sa.or_(*(sa.and_(_rp.c.id == provider.id,
-                                _rp.c.generation == provider.generation)
-                        for provider in providers)))
-        .values(generation=_rp.c.generation + 1))
-    if result.rowcount != len(providers):
+    if not compare_and_swap(connection, _rp, providers):
         raise ProviderGenerationRace()
-    for provider in providers:
-        provider.generation += 1
 
 
 def write(connection: sa.engine.Connection, prepared: PreparedWrite,

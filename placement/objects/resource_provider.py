@@ -21,6 +21,7 @@ from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
+from placement.objects.generation import compare_and_swap
 
 _rp = tables.resource_providers
 _parent = aliased(_rp)
@@ -114,16 +115,10 @@ def increment_generation(connection: sa.engine.Connection, provider: ResourcePro
     next one, in the caller's transaction. Raises ConcurrentUpdate when
     another writer got there first; the caller's transaction must then be
     rolled back."""
-    result = connection.execute(
-        sa.update(_rp)
-        .where(_rp.c.id == provider.id, _rp.c.generation == provider.generation)
-        .values(generation=provider.generation + 1)
-    )
-    if result.rowcount != 1:
+    if not compare_and_swap(connection, _rp, [provider]):
         raise exceptions.ConcurrentUpdate(
             f"resource provider generation conflict: {provider.uuid} was changed "
             "by another request. Please update the generation and try again.")
-    provider.generation += 1
     return provider.generation
 
 
