@@ -138,6 +138,27 @@ def normalize_uuid(value: str) -> str:
     return str(uuid_lib.UUID(value))
 
 
+
+def replace_links(connection: sa.engine.Connection, column: sa.Column,
+                  provider: ResourceProvider, current: set[int], wanted: Iterable[int]
+                  ) -> None:
+    """Make ``wanted`` exactly the ids the provider is linked to through
+    ``column`` (the trait or aggregate column of a link table), knowing the
+    ``current`` ones: stale links deleted, new ones inserted in ``wanted``
+    order. The generation is the caller's business."""
+    link_table = column.table
+    wanted = list(dict.fromkeys(wanted))
+    stale = current - set(wanted)
+    if stale:
+        connection.execute(sa.delete(link_table).where(
+            link_table.c.resource_provider_id == provider.id, column.in_(stale)))
+    now = _now()
+    new_links = [{"resource_provider_id": provider.id, column.name: linked_id,
+                  "created_at": now}
+                 for linked_id in wanted if linked_id not in current]
+    if new_links:
+        connection.execute(sa.insert(link_table), new_links)
+
 # -- creation and update ---------------------------------------------------
 
 def _check_unique(connection: sa.engine.Connection, name: str,
