@@ -9,10 +9,10 @@ from collections.abc import Callable
 import webob
 from oslo_utils import uuidutils
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, microversion, wsgi_util
+from placement.handlers import resource_provider as provider_handler
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from placement.objects import resource_provider
 from placement.schemas import allocation as schema
 
 OWNER_FROM = (1, 8)
@@ -25,13 +25,9 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:allocations:list")
-    provider_uuid = request.urlvars["uuid"]
     with context.db.reader() as connection:
-        try:
-            provider = resource_provider.get_by_uuid(connection, provider_uuid)
-        except exceptions.NotFound as error:
-            raise errors.not_found(
-                f"Resource provider '{provider_uuid}' not found: {error}") from None
+        provider = provider_handler.path_provider(
+            connection, request, "Resource provider '{uuid}' not found: {error}")
         view = allocation_obj.get_for_provider(connection, provider)
     if microversion.version_of(request) < CONSUMER_GENERATION_FROM:
         for entry in view.allocations.values():
