@@ -19,9 +19,8 @@ from oslo_utils import timeutils
 from placement import exceptions
 from placement.db import tables
 from placement.objects import resource_class
-from placement.objects.resource_provider import ResourceProvider, increment_generation
+from placement.objects.resource_provider import MAX_INT, ResourceProvider, increment_generation
 
-MAX_INT = 2147483647
 # The fields of an inventory record, in the order of the representations.
 INTEGER_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size")
 FIELDS = (*INTEGER_FIELDS, "allocation_ratio")
