@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import webob
@@ -13,6 +12,7 @@ from placement import errors, microversion, wsgi_util
 from placement.handlers import resource_provider as provider_handler
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
+from placement.objects import resource_provider
 from placement.schemas import allocation as schema
 
 OWNER_FROM = (1, 8)
@@ -63,7 +63,7 @@ def _normalised_consumer_uuid(value: str) -> str:
     underscores), so the oslo uuid-like check decides."""
     if not uuidutils.is_uuid_like(value):
         raise errors.bad_request(f"Malformed consumer_uuid: {value}")
-    return str(uuid.UUID(value))
+    return resource_provider.normalize_uuid(value)
 
 
 def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:
