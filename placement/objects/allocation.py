@@ -281,9 +281,7 @@ def _providers(connection: sa.engine.Connection, provider_ids: list[int]
                ) -> list[resource_provider.ResourceProvider]:
     """The providers as this transaction sees them (their generations are
     the ones the compare-and-swap expects)."""
-    rows = connection.execute(
-        resource_provider.select_providers().where(_rp.c.id.in_(provider_ids)))
-    return [resource_provider.ResourceProvider(**row._mapping) for row in rows]
+    return resource_provider.providers_where(connection, _rp.c.id.in_(provider_ids))
 
 
 def _providers_to_bump(connection: sa.engine.Connection, provider_ids: list[int],

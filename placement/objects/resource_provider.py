@@ -98,6 +98,13 @@ def select_providers() -> sa.Select:
     )
 
 
+def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElement[bool]
+                    ) -> list[ResourceProvider]:
+    """The providers matching every condition, in creation (id) order."""
+    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
+    return [ResourceProvider(**row._mapping) for row in rows]
+
+
 def find_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider | None:
     row = connection.execute(select_providers().where(_rp.c.uuid == uuid)).one_or_none()
     return None if row is None else ResourceProvider(**row._mapping)
@@ -427,5 +434,4 @@ def list_providers(connection: sa.engine.Connection,
     conditions.extend(has_any_trait(trait_ids) for trait_ids in filters.required_traits)
     if filters.forbidden_traits:
         conditions.append(sa.not_(has_any_trait(filters.forbidden_traits)))
-    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
-    return [ResourceProvider(**row._mapping) for row in rows]
+    return providers_where(connection, *conditions)
