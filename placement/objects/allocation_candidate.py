@@ -214,9 +214,7 @@ def _load_world(connection: sa.engine.Connection, groups: list[RequestGroup],
                 .where(_trait.c.name.in_(sorted(trait_names)))):
             traits[provider_id].add(name)
 
-    aggregate_uuids = set().union(*(set().union(*group.aggregates.required,
-                                                group.aggregates.forbidden)
-                                    for group in groups))
+    aggregate_uuids = set().union(*(group.aggregates.names() for group in groups))
     aggregates: dict[int, set[str]] = defaultdict(set)
     for chunk in _chunks(aggregate_uuids):
         for provider_id, aggregate_uuid in connection.execute(
