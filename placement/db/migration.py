@@ -25,10 +25,27 @@ def _alembic_config(connection: sa.engine.Connection) -> Config:
     return config
 
 
+# Any constant shared by every placement process: names the advisory lock.
+_MIGRATION_LOCK = 0x706C6163
+
+
 def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
-    """Create or upgrade the schema, then make sure the standard data exists."""
-    with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), revision)
+    """Create or upgrade the schema, then make sure the standard data exists.
+
+    Several workers may start at once on a fresh database (uwsgi lazy-apps):
+    they take turns, and those that come later find the schema at head."""
+    backend = engine.dialect.name
+    with engine.connect() as connection:
+        if backend == "sqlite":
+            connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
+        with connection.begin():
+            if backend == "postgresql":
+                connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
+            elif backend == "mysql":
+                connection.execute(sa.text(f"SELECT GET_LOCK('{_MIGRATION_LOCK}', 600)"))
+            command.upgrade(_alembic_config(connection), revision)
+        if backend == "mysql":
+            connection.execute(sa.text(f"SELECT RELEASE_LOCK('{_MIGRATION_LOCK}')"))
     sync_standard_data(engine)
 
 

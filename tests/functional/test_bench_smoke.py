@@ -1,0 +1,49 @@
+"""The benchmark still works: a tiny run of every scenario against SQLite
+reports each scenario cell, with no error and no over-commit. Times are
+not asserted (they are the benchmark's business, not the test suite's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from bench import cli, scenarios
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
+    report_path = tmp_path / "report.json"
+    environment = dict(os.environ, PYTHONPATH=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--n", "20", "--duration", "5", "--requests", "4",
+         "--seed-concurrency", "2", "--backend", "sqlite", "--json", str(report_path)],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+    report = json.loads(report_path.read_text())
+    expected = {(cell.name, cell.concurrency) for cell in cli.CELLS}
+    reported = {(result["name"], result["concurrency"]) for result in report["results"]}
+    assert reported == expected
+    assert set(report["seeding"]) == {"cloud", "trees"}
+    assert all("failed" not in timing for timing in report["seeding"].values())
+    for result in report["results"]:
+        label = f"{result['name']} c={result['concurrency']}"
+        assert "failed" not in result, label
+        assert result["errors"] == 0, (label, result)
+        assert result["count"] > 0, label
+        if result["name"] in ("b.storm", "c.churn"):  # the cells that write
+            verification = result["verification"]
+            assert not scenarios.verification_failed(verification), (label, verification)
+            assert verification["over_commits"] == 0, label
+    storms = [result for result in report["results"] if result["name"] == "b.storm"]
+    assert all(result["verification"]["checked_claims"] == result["claims"]
+               for result in storms)
+    assert sum(result["claims"] for result in storms) > 0
+
+
+def test_selection_by_letter_and_name():
+    names = {cell.name for cell in cli.select(cli.CELLS, "a,b.storm")}
+    assert names == {"a.basic", "a.traits-member-of", "a.nested-granular", "b.storm"}
