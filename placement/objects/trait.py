@@ -154,7 +154,13 @@ def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
     the client says is ``generation``; the provider and its new traits."""
     provider = rp_obj.get_by_uuid(connection, provider_uuid)
     rp_obj.check_generation(provider, generation)
-    return provider, replace_for_provider(connection, provider, names)
+    traits = replace_for_provider(connection, provider, names)
+    if provider.generation == generation:
+        # Nothing changed, so no compare-and-swap guarded this write. In READ
+        # COMMITTED a writer that committed after the provider was read may
+        # have set these very traits: the generation must not have moved.
+        rp_obj.check_generation(rp_obj.get_by_uuid(connection, provider_uuid), generation)
+    return provider, traits
 
 
 def delete_all_for_provider(connection: sa.engine.Connection, provider_uuid: str) -> None:
