@@ -27,9 +27,12 @@ from placement.microversion import Version
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 GABBITS = REPOSITORY / "gabbits"
 BOUNDARY_FILES = "boundaries-*.yaml"
-# The spec lives outside the repository; PLACEMENT_SPEC_DIR can point at it.
-HISTORY = pathlib.Path(os.environ.get("PLACEMENT_SPEC_DIR", "/work/shared/spec"),
-                       "microversion-history.md")
+# The spec lives outside the repository, in the shared/ folder beside the
+# checkout (as laid out for developers and CI); PLACEMENT_SPEC_DIR can point
+# elsewhere.
+HISTORY = pathlib.Path(
+    os.environ.get("PLACEMENT_SPEC_DIR", REPOSITORY.parent / "shared" / "spec"),
+    "microversion-history.md")
 
 # A table row of the history: "| 1.19 | Aggregates GET/PUT bodies ... |".
 HISTORY_ROW = re.compile(r"^\|\s*(\d+)\.(\d+)\s*\|", re.MULTILINE)
