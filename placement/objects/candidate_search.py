@@ -21,6 +21,7 @@ import itertools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import capacity
@@ -124,8 +125,10 @@ class SearchOptions:
     breadth_first: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupCandidate:
+class GroupCandidate(NamedTuple):
+    """A tuple: a request makes thousands, and a frozen dataclass costs
+    several times more to build."""
+
     anchor: int
     # (provider id, class name, amount)
     allocations: tuple[tuple[int, str, int], ...]
@@ -217,6 +220,9 @@ def _spread_candidates(world: World, group: RequestGroup,
     tree_root = _tree_root(world, group)
     member_of = AggregateFilter(required=group.aggregates.required)
     # anchor -> class name -> providers able to give that class
+    forbidden_aggregates = group.aggregates.forbidden
+    # the common request names no aggregate: skip those checks altogether
+    check_aggregates = bool(group.aggregates)
     options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for class_name, amount in sorted(group.resources.items()):
         for provider in world.providers_by_class[class_name]:
@@ -226,23 +232,26 @@ def _spread_candidates(world: World, group: RequestGroup,
                 continue
             if not group.traits.forbidden.isdisjoint(provider.traits):
                 continue
+            provider_in_aggregates = member_of.satisfied_by(provider.aggregates)
             # A sharing provider is offered to other trees only when the
             # group has no in_tree and it is itself in the wanted aggregates.
             anchors = _anchors(world, provider, group.in_tree is None
-                               and member_of.satisfied_by(provider.aggregates))
+                               and provider_in_aggregates)
             for anchor in anchors:
-                root = world.providers[anchor]
                 if not root_allowed(anchor):
                     continue
-                if not (member_of.satisfied_by(provider.aggregates)
-                        or member_of.satisfied_by(root.aggregates)):
-                    continue
-                if not (group.aggregates.forbidden.isdisjoint(provider.aggregates)
-                        and group.aggregates.forbidden.isdisjoint(root.aggregates)):
-                    continue
+                if check_aggregates:
+                    root = world.providers[anchor]
+                    if not (provider_in_aggregates
+                            or member_of.satisfied_by(root.aggregates)):
+                        continue
+                    if not (forbidden_aggregates.isdisjoint(provider.aggregates)
+                            and forbidden_aggregates.isdisjoint(root.aggregates)):
+                        continue
                 options[anchor][class_name].append(provider.id)
 
     classes = sorted(group.resources)
+    check_traits = bool(group.traits.required)  # forbidden ones are checked above
     candidates = []
     for anchor in sorted(options):
         by_class = options[anchor]
@@ -250,8 +259,8 @@ def _spread_candidates(world: World, group: RequestGroup,
             continue
         for choice in itertools.product(*(by_class[class_name] for class_name in classes)):
             providers = frozenset(choice)
-            traits = set().union(*(world.providers[p].traits for p in providers))
-            if not group.traits.satisfied_by(traits):
+            if check_traits and not group.traits.satisfied_by(
+                    set().union(*(world.providers[p].traits for p in providers))):
                 continue
             allocations = tuple((provider_id, class_name, group.resources[class_name])
                                 for provider_id, class_name in zip(choice, classes, strict=True))
@@ -408,6 +417,17 @@ class _AnchorSearch:
         return True
 
 
+def _lone_group_results(group: RequestGroup, candidates: list[GroupCandidate]
+                        ) -> Iterator[Result]:
+    """The results of a request of one group: what _AnchorSearch would give
+    (each candidate fits on its own, and there is no other group to isolate
+    from or to share a subtree with), without its bookkeeping."""
+    for candidate in candidates:
+        yield Result({(provider_id, class_name): amount
+                      for provider_id, class_name, amount in candidate.allocations},
+                     {group.suffix: candidate.providers})
+
+
 def _one_provider_per_tree(world: World, result: Result) -> bool:
     """Does every tree give resources through one provider at most?"""
     giving = {provider_id for provider_id, _ in result.allocations}
@@ -434,13 +454,24 @@ def _unique(results: Iterable[Result]) -> Iterator[Result]:
             yield result
 
 
+def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool]:
+    """Does a tree pass ``root_required``? Asked for every group candidate,
+    hence answered once per root (and at once when there is no filter)."""
+    if not root_traits:
+        return lambda root_id: True
+    allowed: dict[int, bool] = {}
+
+    def root_allowed(root_id: int) -> bool:
+        if root_id not in allowed:
+            allowed[root_id] = root_traits.satisfied_by(world.providers[root_id].traits)
+        return allowed[root_id]
+    return root_allowed
+
+
 def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
     """The allocation requests for ``groups`` (section 4), at most
     ``max_candidates`` (if > 0) and ``limit`` of them."""
-    root_traits = options.root_traits
-
-    def root_allowed(root_id: int) -> bool:
-        return root_traits.satisfied_by(world.providers[root_id].traits)
+    root_allowed = _root_filter(world, options.root_traits)
 
     by_anchor: list[dict[int, list[GroupCandidate]]] = []
     for group in groups:
@@ -457,11 +488,18 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     # that maximum the search may abandon them early, which is cheaper.
     one_provider_per_tree = not options.nested_aware and world.has_nesting
     prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
-    per_anchor = [_AnchorSearch(world, groups, options,
-                                [buckets[anchor] for buckets in by_anchor],
-                                prune_shared_trees).results()
-                  for anchor in viable]
-    stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
+    if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
+        # One group alone: each of its candidates already fits and is a result.
+        per_anchor = (_lone_group_results(groups[0], by_anchor[0][anchor])
+                      for anchor in viable)
+    else:
+        per_anchor = (_AnchorSearch(world, groups, options,
+                                    [buckets[anchor] for buckets in by_anchor],
+                                    prune_shared_trees).results()
+                      for anchor in viable)
+    # lazily: with a small limit, most anchors are never searched
+    stream = (_round_robin(list(per_anchor)) if options.breadth_first
+              else itertools.chain.from_iterable(per_anchor))
     if world.sharing_anchors:
         # Only a sharing provider, reachable from several anchors, can make
         # the same result appear twice.
