@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 
 import os_traits
 import sqlalchemy as sa
@@ -19,7 +20,7 @@ from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
-from placement.objects import resource_class, resource_provider, trait
+from placement.objects import inventory, resource_class, resource_provider, trait
 from placement.objects.candidate_search import (
     Inventory,
     Provider,
@@ -268,13 +269,14 @@ def _summaries(connection: sa.engine.Connection, world: World, results: list[Res
 
     resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
     class_names = resource_class.names_from_ids(
-        connection, {row.resource_class_id for row in inventory_rows})
-    for row in sorted(inventory_rows, key=lambda row: row.resource_class_id):
-        class_name = class_names[row.resource_class_id]
+        connection, {row[1] for row in inventory_rows})
+    # positional (see _inventories): thousands of rows
+    for (provider_id, class_id, _, total, reserved, _, _, _, allocation_ratio,
+         used) in sorted(inventory_rows, key=itemgetter(1)):
+        class_name = class_names[class_id]
         if only_classes is None or class_name in only_classes:
-            inventory = _inventory_of(row)
-            resources[row.resource_provider_id][class_name] = ResourceSummary(
-                inventory.capacity, inventory.used)
+            resources[provider_id][class_name] = ResourceSummary(
+                inventory.capacity(total, reserved, allocation_ratio), used)
 
     return [
         ProviderSummary(

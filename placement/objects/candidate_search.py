@@ -78,6 +78,7 @@ class World:
     tree_roots_by_uuid: dict[str, int]
     # class name -> providers with an inventory of it
     providers_by_class: dict[str, list[Provider]] = dataclasses.field(init=False)
+    _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.providers_by_class = defaultdict(list)
@@ -90,12 +91,20 @@ class World:
         """Does the unsuffixed group spread over a tree and sharing providers?"""
         return self.has_nesting or bool(self.sharing_anchors)
 
-    def is_ancestor_or_self(self, ancestor_id: int, provider_id: int | None) -> bool:
-        while provider_id is not None:
-            if provider_id == ancestor_id:
-                return True
-            provider_id = self.providers[provider_id].parent_id
-        return False
+    def lineage(self, provider_id: int) -> frozenset[int]:
+        """The provider and its ancestors (cached: same_subtree asks often)."""
+        lineage = self._lineages.get(provider_id)
+        if lineage is None:
+            parent_id = self.providers[provider_id].parent_id
+            lineage = frozenset([provider_id]).union(
+                () if parent_id is None else self.lineage(parent_id))
+            self._lineages[provider_id] = lineage
+        return lineage
+
+    def in_one_subtree(self, provider_ids: set[int]) -> bool:
+        """Is one of ``provider_ids`` an ancestor (or self) of all the others?"""
+        common = frozenset.intersection(*(self.lineage(p) for p in provider_ids))
+        return not common.isdisjoint(provider_ids)
 
 
 @dataclasses.dataclass
@@ -186,8 +195,9 @@ def _single_candidates(world: World, group: RequestGroup,
                    and provider.inventories[class_name].fits(amount)
                    for class_name, amount in group.resources.items()):
             continue
-        if not (group.traits.satisfied_by(provider.traits)
-                and group.aggregates.satisfied_by(provider.aggregates)):
+        if not ((not group.traits or group.traits.satisfied_by(provider.traits))
+                and (not group.aggregates
+                     or group.aggregates.satisfied_by(provider.aggregates))):
             continue
         allocations = tuple((provider.id, class_name, amount)
                             for class_name, amount in sorted(group.resources.items()))
@@ -410,9 +420,7 @@ class _AnchorSearch:
             providers = set().union(*(chosen.providers for group, chosen
                                       in zip(self.groups, self.chosen, strict=False)
                                       if group.suffix in suffixes))
-            if len(providers) > 1 and not any(
-                    all(self.world.is_ancestor_or_self(top, other) for other in providers)
-                    for top in providers):
+            if len(providers) > 1 and not self.world.in_one_subtree(providers):
                 return False
         return True
 
