@@ -76,15 +76,18 @@ class World:
     has_nesting: bool
     # in_tree uuid -> root id of its tree (absent: no such provider).
     tree_roots_by_uuid: dict[str, int]
-    # class name -> providers with an inventory of it
-    providers_by_class: dict[str, list[Provider]] = dataclasses.field(init=False)
+    # anchor (root) -> the providers of its tree and the sharing providers
+    # sharing with it, in the order of ``providers``
+    members: dict[int, list[Provider]] = dataclasses.field(init=False)
     _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.providers_by_class = defaultdict(list)
+        self.members = defaultdict(list)
         for provider in self.providers.values():
-            for class_name in provider.inventories:
-                self.providers_by_class[class_name].append(provider)
+            self.members[provider.root_id].append(provider)
+            for anchor in self.sharing_anchors.get(provider.id, ()):
+                if anchor != provider.root_id:
+                    self.members[anchor].append(provider)
 
     @property
     def spread_unsuffixed(self) -> bool:
@@ -157,86 +160,79 @@ class Result:
 
 
 # Group candidates --------------------------------------------------------
+#
+# Computed one anchor (a root) at a time, when the search reaches it: with a
+# limit, most anchors are never reached.
 
-def group_candidates(world: World, group: RequestGroup,
-                     root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
-    """Every way ``group`` alone can be satisfied (section 3)."""
+def group_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
+    """Every way ``group`` alone can be satisfied within the tree of
+    ``anchor`` and the sharing providers serving it (section 3)."""
     if not group.resources:
-        return _resourceless_candidates(world, group, root_allowed)
+        return _resourceless_candidates(world, group, anchor)
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return []
     if not group.granular and world.spread_unsuffixed:
-        return _spread_candidates(world, group, root_allowed)
-    return _single_candidates(world, group, root_allowed)
+        return _spread_candidates(world, group, anchor)
+    return _single_candidates(world, group, anchor)
 
 
 def _tree_root(world: World, group: RequestGroup) -> int | None:
     return None if group.in_tree is None else world.tree_roots_by_uuid[group.in_tree]
 
 
-def _anchors(world: World, provider: Provider, with_sharing: bool = True) -> list[int]:
-    """Roots a group candidate using ``provider`` may be anchored at: its own
-    root and, for a sharing provider, the roots of the trees it shares with."""
-    anchors = [provider.root_id]
-    if with_sharing and provider.id in world.sharing_anchors:
-        anchors += sorted(world.sharing_anchors[provider.id] - {provider.root_id})
-    return anchors
-
-
-def _single_candidates(world: World, group: RequestGroup,
-                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+def _single_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """All resources of the group from one provider (section 3b)."""
     tree_root = _tree_root(world, group)
+    resources = sorted(group.resources.items())
     candidates = []
-    for provider in world.providers_by_class[min(group.resources)]:
+    for provider in world.members[anchor]:
+        # in_tree only chooses the provider here: a sharing provider in that
+        # tree still serves every tree it shares with (unlike section 3a)
         if tree_root is not None and provider.root_id != tree_root:
             continue
-        if not all(class_name in provider.inventories
-                   and provider.inventories[class_name].fits(amount)
-                   for class_name, amount in group.resources.items()):
+        inventories = provider.inventories
+        if not all(class_name in inventories and inventories[class_name].fits(amount)
+                   for class_name, amount in resources):
             continue
         if not ((not group.traits or group.traits.satisfied_by(provider.traits))
                 and (not group.aggregates
                      or group.aggregates.satisfied_by(provider.aggregates))):
             continue
         allocations = tuple((provider.id, class_name, amount)
-                            for class_name, amount in sorted(group.resources.items()))
-        # in_tree only chooses the provider here: a sharing provider in that
-        # tree still serves every tree it shares with (unlike section 3a)
-        candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
-                       for anchor in _anchors(world, provider)
-                       if root_allowed(anchor)]
+                            for class_name, amount in resources)
+        candidates.append(GroupCandidate(anchor, allocations, frozenset([provider.id])))
     return candidates
 
 
 def _resourceless_candidates(world: World, group: RequestGroup,
-                             root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+                             anchor: int) -> list[GroupCandidate]:
     """Providers picked by traits and aggregates only (1.36+); no allocation."""
     if not (group.traits or group.aggregates):
         return []
     return [
         GroupCandidate(anchor, (), frozenset([provider.id]))
-        for provider in world.providers.values()
+        for provider in world.members[anchor]  # in_tree does not apply here
         if group.traits.satisfied_by(provider.traits)
         and group.aggregates.satisfied_by(provider.aggregates)
-        for anchor in _anchors(world, provider)  # in_tree does not apply here
-        if root_allowed(anchor)
     ]
 
 
-def _spread_candidates(world: World, group: RequestGroup,
-                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (section 3a)."""
     tree_root = _tree_root(world, group)
     member_of = AggregateFilter(required=group.aggregates.required)
-    # anchor -> class name -> providers able to give that class
     forbidden_aggregates = group.aggregates.forbidden
     # the common request names no aggregate: skip those checks altogether
     check_aggregates = bool(group.aggregates)
-    options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for class_name, amount in sorted(group.resources.items()):
-        for provider in world.providers_by_class[class_name]:
-            if not provider.inventories[class_name].fits(amount):
+    classes = sorted(group.resources)
+    # class name -> providers able to give that class
+    options: dict[str, list[int]] = {}
+    for class_name in classes:
+        amount = group.resources[class_name]
+        able = []
+        for provider in world.members[anchor]:
+            inventory = provider.inventories.get(class_name)
+            if inventory is None or not inventory.fits(amount):
                 continue
             if tree_root is not None and provider.root_id != tree_root:
                 continue
@@ -245,36 +241,31 @@ def _spread_candidates(world: World, group: RequestGroup,
             provider_in_aggregates = member_of.satisfied_by(provider.aggregates)
             # A sharing provider is offered to other trees only when the
             # group has no in_tree and it is itself in the wanted aggregates.
-            anchors = _anchors(world, provider, group.in_tree is None
-                               and provider_in_aggregates)
-            for anchor in anchors:
-                if not root_allowed(anchor):
+            if provider.root_id != anchor and not (group.in_tree is None
+                                                   and provider_in_aggregates):
+                continue
+            if check_aggregates:
+                root = world.providers[anchor]
+                if not (provider_in_aggregates or member_of.satisfied_by(root.aggregates)):
                     continue
-                if check_aggregates:
-                    root = world.providers[anchor]
-                    if not (provider_in_aggregates
-                            or member_of.satisfied_by(root.aggregates)):
-                        continue
-                    if not (forbidden_aggregates.isdisjoint(provider.aggregates)
-                            and forbidden_aggregates.isdisjoint(root.aggregates)):
-                        continue
-                options[anchor][class_name].append(provider.id)
+                if not (forbidden_aggregates.isdisjoint(provider.aggregates)
+                        and forbidden_aggregates.isdisjoint(root.aggregates)):
+                    continue
+            able.append(provider.id)
+        if not able:
+            return []
+        options[class_name] = able
 
-    classes = sorted(group.resources)
     check_traits = bool(group.traits.required)  # forbidden ones are checked above
     candidates = []
-    for anchor in sorted(options):
-        by_class = options[anchor]
-        if len(by_class) < len(classes):
+    for choice in itertools.product(*(options[class_name] for class_name in classes)):
+        providers = frozenset(choice)
+        if check_traits and not group.traits.satisfied_by(
+                set().union(*(world.providers[p].traits for p in providers))):
             continue
-        for choice in itertools.product(*(by_class[class_name] for class_name in classes)):
-            providers = frozenset(choice)
-            if check_traits and not group.traits.satisfied_by(
-                    set().union(*(world.providers[p].traits for p in providers))):
-                continue
-            allocations = tuple((provider_id, class_name, group.resources[class_name])
-                                for provider_id, class_name in zip(choice, classes, strict=True))
-            candidates.append(GroupCandidate(anchor, allocations, providers))
+        allocations = tuple((provider_id, class_name, group.resources[class_name])
+                            for provider_id, class_name in zip(choice, classes, strict=True))
+        candidates.append(GroupCandidate(anchor, allocations, providers))
     return candidates
 
 
@@ -481,15 +472,19 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     ``max_candidates`` (if > 0) and ``limit`` of them."""
     root_allowed = _root_filter(world, options.root_traits)
 
-    by_anchor: list[dict[int, list[GroupCandidate]]] = []
-    for group in groups:
-        buckets: dict[int, list[GroupCandidate]] = defaultdict(list)
-        for candidate in group_candidates(world, group, root_allowed):
-            buckets[candidate.anchor].append(candidate)
-        if not buckets:
-            return []
-        by_anchor.append(buckets)
-    viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
+    def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
+        """The candidates of each group at ``anchor``; None when a group has none."""
+        if not root_allowed(anchor):
+            return None
+        candidates = []
+        for group in groups:
+            candidates.append(group_candidates(world, group, anchor))
+            if not candidates[-1]:
+                return None
+        return candidates
+
+    viable = (candidates for candidates in map(per_group, sorted(world.members))
+              if candidates is not None)
 
     # Below 1.29 in a nested world, results using two providers of one tree
     # are dropped only after max_candidates counted them (steps 8-9); without
@@ -498,13 +493,12 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
     if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
         # One group alone: each of its candidates already fits and is a result.
-        per_anchor = (_lone_group_results(groups[0], by_anchor[0][anchor])
-                      for anchor in viable)
+        per_anchor = (_lone_group_results(groups[0], candidates[0])
+                      for candidates in viable)
     else:
-        per_anchor = (_AnchorSearch(world, groups, options,
-                                    [buckets[anchor] for buckets in by_anchor],
+        per_anchor = (_AnchorSearch(world, groups, options, candidates,
                                     prune_shared_trees).results()
-                      for anchor in viable)
+                      for candidates in viable)
     # lazily: with a small limit, most anchors are never searched
     stream = (_round_robin(list(per_anchor)) if options.breadth_first
               else itertools.chain.from_iterable(per_anchor))
