@@ -21,6 +21,7 @@ import itertools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import NamedTuple
 
 from placement.objects.filters import AggregateFilter, TraitFilter
@@ -83,11 +84,29 @@ class World:
 
     def __post_init__(self) -> None:
         self.members = defaultdict(list)
-        for provider in self.providers.values():
+        self._index_members(self.providers.values())
+
+    def _index_members(self, providers: Iterable[Provider]) -> None:
+        for provider in providers:
             self.members[provider.root_id].append(provider)
             for anchor in self.sharing_anchors.get(provider.id, ()):
                 if anchor != provider.root_id:
                     self.members[anchor].append(provider)
+
+    def add_providers(self, providers: list[Provider], anchors: list[int]) -> None:
+        """Providers loaded after the world was made (see ``anchors``); the
+        members of ``anchors``, about to be searched, are put in id order."""
+        for provider in providers:
+            self.providers[provider.id] = provider
+        self._index_members(providers)
+        for anchor in anchors:
+            self.members[anchor].sort(key=attrgetter("id"))
+
+    def anchors(self) -> Iterator[int]:
+        """The roots the search may anchor candidates at, in order. A world
+        loaded lazily overrides this to load the trees of each anchor just
+        before it is searched."""
+        return iter(sorted(self.members))
 
     @property
     def spread_unsuffixed(self) -> bool:
@@ -483,7 +502,7 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                 return None
         return candidates
 
-    viable = (candidates for candidates in map(per_group, sorted(world.members))
+    viable = (candidates for candidates in map(per_group, world.anchors())
               if candidates is not None)
 
     # Below 1.29 in a nested world, results using two providers of one tree
