@@ -18,6 +18,9 @@ from placement import errors
 LOG = logging.getLogger(__name__)
 
 ROOT_PATHS = ("", "/")
+# The OpenAPI document describes the API, not its data: served to anyone.
+OPENAPI_PATH = "/openapi.json"
+ANONYMOUS_PATHS = (*ROOT_PATHS, OPENAPI_PATH)
 
 
 class RequestId(request_id.RequestId):
@@ -53,7 +56,7 @@ class NoAuth:
 
     @webob.dec.wsgify
     def __call__(self, request: webob.Request):
-        if request.environ.get("PATH_INFO") == "/":
+        if request.environ.get("PATH_INFO") in ("/", OPENAPI_PATH):
             return self.application
         token = request.headers.get("X-Auth-Token")
         if not token:  # an empty token is no credential either
@@ -69,14 +72,15 @@ class NoAuth:
 
 
 class KeystoneRootBypass:
-    """Keystone auth on every path but the anonymous version document."""
+    """Keystone auth on every path but the anonymous version and OpenAPI
+    documents."""
 
     def __init__(self, application: Callable, authenticated: Callable):
         self.application = application
         self.authenticated = authenticated
 
     def __call__(self, environ: dict, start_response: Callable):
-        if environ.get("PATH_INFO", "") in ROOT_PATHS:
+        if environ.get("PATH_INFO", "") in ANONYMOUS_PATHS:
             return self.application(environ, start_response)
         return self.authenticated(environ, start_response)
 
@@ -93,7 +97,7 @@ class Context:
     def __call__(self, request: webob.Request):
         context = placement_context.RequestContext.from_environ(request.environ)
         if (self.require_user and context.user_id is None
-                and request.environ.get("PATH_INFO", "") not in ROOT_PATHS):
+                and request.environ.get("PATH_INFO", "") not in ANONYMOUS_PATHS):
             return webob.exc.HTTPUnauthorized()
         for name, service in self.services.items():
             setattr(context, name, service)

@@ -11,13 +11,12 @@ and traits are checked for existence by the caller afterwards.
 
 from __future__ import annotations
 
-import uuid as uuid_module
-
 from oslo_utils import uuidutils
 
 from placement import errors
 from placement.microversion import Version
 from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.objects.resource_provider import normalize_uuid
 
 FORBIDDEN_TRAITS_FROM = (1, 22)
 ANY_OF_TRAITS_FROM = (1, 39)
@@ -177,7 +176,7 @@ def parse_in_tree(value: str) -> str:
     if not uuidutils.is_uuid_like(value.strip()):
         raise errors.bad_request(
             f"{_INVALID}Expected 'in_tree' parameter to be a format of uuid. Got: {value}")
-    return str(uuid_module.UUID(value.strip()))
+    return normalize_uuid(value.strip())
 
 
 def parse_same_subtree(values: list[str]) -> list[list[str]]:

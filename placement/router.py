@@ -17,6 +17,7 @@ from placement.handlers import (
     allocation,
     allocation_candidate,
     inventory,
+    openapi,
     reshaper,
     resource_class,
     resource_provider,
@@ -86,6 +87,7 @@ ROUTES: dict[str, dict[str, Callable]] = {
     },
     "/usages": {"GET": usage.get_total_usages},
     "/reshaper": {"POST": reshaper.reshape},
+    "/openapi.json": {"GET": openapi.get_document},
 }
 
 

@@ -1,8 +1,11 @@
 """Engine creation and transactions.
 
-Every request works inside ``reader()`` or ``writer()`` transactions. Writers
-that lose a race with another writer (deadlock, lost connection) are retried
-by ``retry_on_db_error`` in a new transaction, never inside the old one.
+Every request works inside ``reader()`` or ``writer()`` transactions. Readers
+see one snapshot (REPEATABLE READ on the servers); writers run in READ
+COMMITTED and are guarded by compare-and-swap updates of generations. Writers
+that lose a race with another writer (deadlock, Galera certification failure,
+serialization failure, lost connection) are retried by ``retry_on_db_error``
+in a new transaction, never inside the old one.
 """
 
 from __future__ import annotations
@@ -21,21 +24,52 @@ from oslo_db.sqlalchemy import exc_filters
 from oslo_log import log as logging
 from sqlalchemy import event, pool
 
+from placement import conf as placement_conf
+
 LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# Seconds before the first retry of a transaction that lost a race; later
+# retries wait up to twice as long each time (randomly, for deadlocks, so that
+# the losers do not collide again), at most MAX_RETRY_INTERVAL.
+RETRY_INTERVAL = 0.1
+MAX_RETRY_INTERVAL = 2.0
 
 # How long a SQLite writer waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30000
 
 
-def _sqlite_engine(url: sa.engine.URL) -> sa.engine.Engine:
+# Drivers used for URLs that name only the database (the ones installed
+# with the service).
+DEFAULT_DRIVERS = {"mysql": "mysql+pymysql", "postgresql": "postgresql+psycopg"}
+
+
+def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr | None) -> dict:
+    """SQLAlchemy pool arguments from ``[placement_database]`` (its defaults
+    when no configuration is given)."""
+    if db_conf is None:
+        defaults = cfg.ConfigOpts()
+        defaults.register_opts(placement_conf.database_opts, group="placement_database")
+        db_conf = defaults.placement_database
+    return {
+        "pool_size": db_conf.max_pool_size,
+        "max_overflow": db_conf.max_overflow,
+        "pool_timeout": db_conf.pool_timeout,
+        "pool_recycle": db_conf.connection_recycle_time,
+        "pool_pre_ping": db_conf.pool_pre_ping,
+    }
+
+
+def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     in_memory = url.database in (None, "", ":memory:")
+    if in_memory:
+        # One connection is the whole database.
+        pool_options = {"poolclass": pool.StaticPool}
     engine = sa.create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-        poolclass=pool.StaticPool if in_memory else pool.QueuePool,
-        **({} if in_memory else {"pool_size": 8, "max_overflow": 32}),
+        **pool_options,
     )
 
     @event.listens_for(engine, "connect")
@@ -57,35 +91,64 @@ def _sqlite_engine(url: sa.engine.URL) -> sa.engine.Engine:
     return engine
 
 
+def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
+    # utf8mb4: provider names and other user strings may hold any character.
+    # READ COMMITTED, as on PostgreSQL: under InnoDB's default REPEATABLE READ
+    # the "delete a consumer's allocations, insert the new ones" write takes
+    # gap locks, and concurrent claims for different consumers deadlock on
+    # them all the time. Correctness does not need REPEATABLE READ: every
+    # write is guarded by compare-and-swap updates of provider and consumer
+    # generations, which read the latest committed row in either level.
+    engine = sa.create_engine(url.update_query_dict({"charset": "utf8mb4"}),
+                              isolation_level="READ COMMITTED", **pool_options)
+
+    @event.listens_for(engine, "connect")
+    def _strict_mode(dbapi_connection, _record):
+        # Reject out-of-range or truncated values instead of silently storing
+        # something else (as oslo.db does).
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+        cursor.close()
+
+    return engine
+
+
 def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
                   ) -> sa.engine.Engine:
     """An engine for ``url`` with the pool options of ``[placement_database]``."""
     parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(parsed)
+    backend = parsed.get_backend_name()
+    if parsed.drivername in DEFAULT_DRIVERS:
+        parsed = parsed.set(drivername=DEFAULT_DRIVERS[parsed.drivername])
+    pool_options = _pool_options(db_conf)
+    if backend == "sqlite":
+        engine = _sqlite_engine(parsed, pool_options)
+    elif backend == "mysql":
+        engine = _mysql_engine(parsed, pool_options)
     else:
-        options: dict = {}
-        if db_conf is not None:
-            options = {
-                "pool_size": db_conf.max_pool_size,
-                "max_overflow": db_conf.max_overflow,
-                "pool_timeout": db_conf.pool_timeout,
-                "pool_recycle": db_conf.connection_recycle_time,
-                "pool_pre_ping": db_conf.pool_pre_ping,
-            }
-        if parsed.get_backend_name() == "mysql":
-            parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-        engine = sa.create_engine(parsed, **options)
-        if parsed.get_backend_name() == "mysql":
-            @event.listens_for(engine, "connect")
-            def _mysql_mode(dbapi_connection, _record):
-                cursor = dbapi_connection.cursor()
-                cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
-                cursor.close()
+        engine = sa.create_engine(parsed, **pool_options)
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
-    # DBConnectionError...) so the object layer sees one vocabulary.
+    # DBConnectionError...) so the object layer sees one vocabulary; this
+    # also marks lost connections as disconnects, so that the pool drops
+    # them and the retry gets a new one.
     exc_filters.register_engine(engine)
     return engine
+
+
+def is_serialization_failure(error: Exception) -> bool:
+    """PostgreSQL's "could not serialize access" (SQLSTATE 40001), which
+    oslo.db does not translate: it happens under REPEATABLE READ or
+    SERIALIZABLE isolation, which a server may be configured to default to."""
+    original = getattr(error, "orig", None) or getattr(
+        getattr(error, "inner_exception", None), "orig", None)
+    return getattr(original, "sqlstate", None) == "40001"
+
+
+class CommitOutcomeUnknown(db_exc.DBError):
+    """The connection was lost during COMMIT: the transaction may have been
+    committed or not. Unlike a connection lost before, this is not retried,
+    since running the writes again could repeat them or, guarded by
+    generations, report a conflict for a write that did happen."""
 
 
 class Database:
@@ -95,31 +158,50 @@ class Database:
         self.engine = engine
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
-        # Per-process caches of data that only grows (resource classes, traits).
-        self.cache_lock = threading.Lock()
-        self.caches: dict[str, object] = {}
+        self._sqlite_write_lock = threading.Lock()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
-        with self.engine.connect() as connection, connection.begin():
-            yield connection
-
-    @contextlib.contextmanager
-    def writer(self) -> Iterator[sa.engine.Connection]:
+        """A read-only transaction that sees one snapshot throughout, so that
+        e.g. a provider generation and its inventories read by separate
+        statements belong together (writers run in READ COMMITTED)."""
         with self.engine.connect() as connection:
-            if self.is_sqlite:
-                connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
+            if not self.is_sqlite:  # SQLite transactions are serializable anyway
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
             with connection.begin():
                 yield connection
 
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[sa.engine.Connection]:
+        # SQLite has one writer at a time; threads of this process queue on a
+        # lock instead of sleeping in SQLite's busy handler (backoffs of up
+        # to 100 ms, which made the p99 of writes about a second).
+        with (self._sqlite_write_lock if self.is_sqlite else contextlib.nullcontext()), \
+                self.engine.connect() as connection:
+            if self.is_sqlite:
+                connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
+            committing = False
+            try:
+                with connection.begin():
+                    yield connection
+                    committing = True
+            except db_exc.DBConnectionError as error:
+                if committing:
+                    raise CommitOutcomeUnknown(error) from error
+                raise
+
     def retry_on_db_error(self, function: Callable[..., T]) -> Callable[..., T]:
-        """Run ``function`` again (in a new transaction) after a deadlock or
-        a lost connection. ``function`` must open its own transaction."""
+        """Run ``function`` again (in a new transaction) after a deadlock, a
+        Galera certification failure (reported as a deadlock), a
+        serialization failure or a lost connection. ``function`` must open
+        its own transaction."""
         return oslo_db_api.wrap_db_retry(
             max_retries=self.max_retries,
+            retry_interval=RETRY_INTERVAL,
+            max_retry_interval=MAX_RETRY_INTERVAL,
             retry_on_deadlock=True,
             retry_on_disconnect=True,
-            exception_checker=lambda exc: isinstance(exc, db_exc.DBConnectionError),
+            exception_checker=is_serialization_failure,
         )(function)
 
     def dispose(self) -> None:

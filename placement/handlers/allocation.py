@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import webob
 from oslo_utils import uuidutils
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, microversion, wsgi_util
+from placement.handlers import resource_provider as provider_handler
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_provider
@@ -25,13 +25,9 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:allocations:list")
-    provider_uuid = request.urlvars["uuid"]
     with context.db.reader() as connection:
-        try:
-            provider = resource_provider.get_by_uuid(connection, provider_uuid)
-        except exceptions.NotFound as error:
-            raise errors.not_found(
-                f"Resource provider '{provider_uuid}' not found: {error}") from None
+        provider = provider_handler.path_provider(
+            connection, request, "Resource provider '{uuid}' not found: {error}")
         view = allocation_obj.get_for_provider(connection, provider)
     if microversion.version_of(request) < CONSUMER_GENERATION_FROM:
         for entry in view.allocations.values():
@@ -67,7 +63,7 @@ def _normalised_consumer_uuid(value: str) -> str:
     underscores), so the oslo uuid-like check decides."""
     if not uuidutils.is_uuid_like(value):
         raise errors.bad_request(f"Malformed consumer_uuid: {value}")
-    return str(uuid.UUID(value))
+    return resource_provider.normalize_uuid(value)
 
 
 def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:

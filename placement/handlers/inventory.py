@@ -15,6 +15,7 @@ import webob
 import webob.exc
 
 from placement import errors, exceptions, microversion, wsgi_util
+from placement.handlers import resource_provider as provider_handler
 from placement.objects import inventory as inventory_obj
 from placement.objects import resource_provider
 from placement.objects.inventory import Inventory
@@ -29,12 +30,6 @@ RESERVED_MAY_EQUAL_TOTAL_FROM = (1, 26)
 
 def _reserved_may_equal_total(request: webob.Request) -> bool:
     return microversion.version_of(request) >= RESERVED_MAY_EQUAL_TOTAL_FROM
-
-
-def _lookup_provider(request: webob.Request) -> ResourceProvider:
-    """The provider of the path (NotFound becomes the 404)."""
-    with wsgi_util.context_of(request).db.reader() as connection:
-        return resource_provider.get_by_uuid(connection, request.urlvars["uuid"])
 
 
 def _write(request: webob.Request,
@@ -76,14 +71,10 @@ def _read(request: webob.Request, rule: str) -> tuple[ResourceProvider, dict[str
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can(POLICY + rule)
-    uuid = request.urlvars["uuid"]
     with context.db.reader() as connection:
-        try:
-            provider = resource_provider.get_by_uuid(connection, uuid)
-        except exceptions.NotFound as error:
-            # Upstream's odd spacing: "... found : No resource provider ...".
-            raise errors.not_found(
-                f"No resource provider with uuid {uuid} found : {error}") from None
+        # Upstream's odd spacing: "... found : No resource provider ...".
+        provider = provider_handler.path_provider(
+            connection, request, "No resource provider with uuid {uuid} found : {error}")
         return provider, inventory_obj.get_all(connection, provider)
 
 
@@ -107,7 +98,7 @@ def get_inventory(request: webob.Request) -> webob.Response:
 def create_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "create")
-    uuid = _lookup_provider(request).uuid
+    uuid = provider_handler.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.POST_INVENTORY)
     inventory = Inventory.from_fields(data["resource_class"], data)
 
@@ -132,7 +123,7 @@ def create_inventory(request: webob.Request) -> webob.Response:
 def update_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "update")
-    uuid = _lookup_provider(request).uuid
+    uuid = provider_handler.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORY)
     inventory = Inventory.from_fields(request.urlvars["resource_class"], data)
 
@@ -171,7 +162,7 @@ def _records(inventories: dict[str, dict]) -> list[Inventory]:
 def set_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "update")
-    uuid = _lookup_provider(request).uuid
+    uuid = provider_handler.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORIES)
     inventories: list[Inventory] = []
 
@@ -203,7 +194,7 @@ def set_inventories(request: webob.Request) -> webob.Response:
 @microversion.requires("1.5", status=webob.exc.HTTPMethodNotAllowed)
 def delete_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
-    uuid = _lookup_provider(request).uuid
+    uuid = provider_handler.require_provider(request).uuid
     try:
         _write(request, lambda connection, provider:
                inventory_obj.replace_inventories(connection, provider, []))
@@ -219,7 +210,7 @@ def delete_inventories(request: webob.Request) -> webob.Response:
 
 def delete_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
-    _lookup_provider(request)
+    provider_handler.require_provider(request)
     resource_class = request.urlvars["resource_class"]
     not_found = f"No inventory of class {resource_class} found for delete"
     try:

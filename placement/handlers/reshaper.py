@@ -3,6 +3,8 @@ them between providers, all or nothing."""
 
 from __future__ import annotations
 
+import re
+
 import webob
 
 from placement import errors, microversion, wsgi_util
@@ -10,6 +12,8 @@ from placement.handlers import allocation as allocation_handler
 from placement.objects import allocation as allocation_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
+from placement.objects.resource_class import ResourceClassNotFound
+from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
 
@@ -23,8 +27,7 @@ def reshape(request: webob.Request) -> webob.Response:
     inventories = [
         reshaper_obj.ProviderInventories(
             provider_uuid, wanted["resource_provider_generation"],
-            [inventory_obj.Inventory.from_fields(class_name, fields)
-             for class_name, fields in wanted["inventories"].items()])
+            _records(wanted["inventories"]))
         for provider_uuid, wanted in data["inventories"].items()
     ]
     allocations = [allocation_handler.consumer_request(request, consumer_uuid, consumer_data)
@@ -42,3 +45,15 @@ def reshape(request: webob.Request) -> webob.Response:
     except allocation_obj.ConcurrentWrite as error:
         raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
     return wsgi_util.empty_response(request)
+
+
+def _records(inventories: dict[str, dict]) -> list[inventory_obj.Inventory]:
+    """Records under keys that are no class name escaped the schema (it only
+    checks keys matching the class name pattern): refused as the unknown
+    classes they are, before anything reads them as inventory fields."""
+    for class_name in inventories:
+        if not re.match(inventory_schema.RC_PATTERN, class_name):
+            raise errors.bad_request(
+                f"malformed reshaper data: {ResourceClassNotFound(class_name)}")
+    return [inventory_obj.Inventory.from_fields(class_name, fields)
+            for class_name, fields in inventories.items()]

@@ -7,8 +7,9 @@ import re
 
 import webob
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, microversion, wsgi_util
 from placement.db import api as db_api
+from placement.handlers import resource_provider as provider_handler
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
@@ -106,13 +107,9 @@ def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:list")
-    uuid = request.urlvars["uuid"]
     with context.db.reader() as conn:
-        try:
-            provider = rp_obj.get_by_uuid(conn, uuid)
-        except exceptions.NotFound as error:
-            # Upstream repeats the message on this route.
-            raise errors.not_found(f"{error}: {error}") from None
+        # Upstream repeats the message on this route.
+        provider = provider_handler.path_provider(conn, request, "{error}: {error}")
         traits = trait_obj.of_provider(conn, provider)
     return _provider_traits_response(request, traits, provider)
 

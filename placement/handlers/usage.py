@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import webob
 
-from placement import errors, exceptions, microversion, wsgi_util
-from placement.objects import resource_provider
+from placement import microversion, wsgi_util
+from placement.handlers import resource_provider as provider_handler
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
 
@@ -19,13 +19,9 @@ def list_usages(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:usages")
-    uuid = request.urlvars["uuid"]
     with context.db.reader() as connection:
-        try:
-            provider = resource_provider.get_by_uuid(connection, uuid)
-        except exceptions.NotFound as error:
-            raise errors.not_found(f"No resource provider with uuid {uuid} found: {error}"
-                                   ) from None
+        provider = provider_handler.path_provider(
+            connection, request, "No resource provider with uuid {uuid} found: {error}")
         usages = usage_obj.get_provider_usages(connection, provider)
     body = {"resource_provider_generation": provider.generation, "usages": usages}
     return wsgi_util.json_response(request, body, cache_headers=True)

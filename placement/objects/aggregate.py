@@ -63,18 +63,8 @@ def replace(connection: sa.engine.Connection, provider: ResourceProvider,
             uuids: list[str]) -> None:
     """Make ``uuids`` exactly the provider's aggregates (kept as given)."""
     wanted = _ids_creating_missing(connection, uuids) if uuids else {}
-    current = _linked_ids(connection, provider)
-    stale = current - set(wanted.values())
-    if stale:
-        connection.execute(sa.delete(_rp_agg).where(
-            _rp_agg.c.resource_provider_id == provider.id,
-            _rp_agg.c.aggregate_id.in_(stale)))
-    now = timeutils.utcnow().replace(tzinfo=None)
-    new_links = [{"resource_provider_id": provider.id, "aggregate_id": aggregate_id,
-                  "created_at": now}
-                 for aggregate_id in dict.fromkeys(wanted.values()) if aggregate_id not in current]
-    if new_links:
-        connection.execute(sa.insert(_rp_agg), new_links)
+    rp_obj.replace_links(connection, _rp_agg.c.aggregate_id, provider,
+                         _linked_ids(connection, provider), wanted.values())
 
 
 def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,

@@ -27,6 +27,8 @@ from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
 from placement.objects import usage as usage_obj
+from placement.objects.generation import compare_and_swap
+from placement.objects.inventory import InventoryUsage
 
 LOG = logging.getLogger(__name__)
 
@@ -67,24 +69,6 @@ class ProviderGenerationRace(ConcurrentWrite):
 
 
 # -- Capacity (the one place allocation writes read it) ----------------------
-
-@dataclasses.dataclass
-class InventoryUsage:
-    """One inventory of a provider and how much of it is allocated."""
-
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-
-    @property
-    def capacity(self) -> float:
-        # Not truncated: the allocation check compares with the exact value.
-        return (self.total - self.reserved) * self.allocation_ratio
-
 
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
                      class_ids: Iterable[int]) -> dict[Key, InventoryUsage]:
@@ -297,9 +281,7 @@ def _providers(connection: sa.engine.Connection, provider_ids: list[int]
                ) -> list[resource_provider.ResourceProvider]:
     """The providers as this transaction sees them (their generations are
     the ones the compare-and-swap expects)."""
-    rows = connection.execute(
-        resource_provider.select_providers().where(_rp.c.id.in_(provider_ids)))
-    return [resource_provider.ResourceProvider(**row._mapping) for row in rows]
+    return resource_provider.providers_where(connection, _rp.c.id.in_(provider_ids))
 
 
 def _providers_to_bump(connection: sa.engine.Connection, provider_ids: list[int],
@@ -343,8 +325,7 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
         inventory = inventories.get(key)
         if inventory is None:
             raise AllocationRefused(f"Inventory for {where} invalid.")
-        if (record.amount < inventory.min_unit or record.amount > inventory.max_unit
-                or record.amount % inventory.step_size != 0):
+        if not inventory.fits_units(record.amount):
             raise AllocationRefused(
                 f"Unable to create allocation for {where}. The requested amount "
                 "would violate inventory constraints.")
@@ -365,18 +346,8 @@ def _increment_provider_generations(connection: sa.engine.Connection,
     """Compare-and-swap every provider's generation to the next one in one
     statement (no query per provider). ProviderGenerationRace when any of
     them moved."""
-    if not providers:
-        return
-    result = connection.execute(
-        sa.update(_rp)
-        .where(sa.or_(*(sa.and_(_rp.c.id == provider.id,
-                                _rp.c.generation == provider.generation)
-                        for provider in providers)))
-        .values(generation=_rp.c.generation + 1))
-    if result.rowcount != len(providers):
+    if not compare_and_swap(connection, _rp, providers):
         raise ProviderGenerationRace()
-    for provider in providers:
-        provider.generation += 1
 
 
 def write(connection: sa.engine.Connection, prepared: PreparedWrite,

@@ -23,7 +23,6 @@ from placement import exceptions
 from placement.db import tables
 from placement.objects import inventory, resource_class, resource_provider, trait
 from placement.objects.candidate_search import (
-    Inventory,
     Provider,
     RequestGroup,
     Result,
@@ -31,6 +30,7 @@ from placement.objects.candidate_search import (
     World,
     search,
 )
+from placement.objects.inventory import InventoryUsage
 
 __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
@@ -140,7 +140,7 @@ def _inventories(connection: sa.engine.Connection, condition: sa.ColumnElement
     return connection.execute(
         sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
                   _rp.c.root_provider_id,
-                  # the fields of Inventory, in order (see _inventory_of)
+                  # the fields of InventoryUsage, in order (see _inventory_of)
                   _inv.c.total, _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit,
                   _inv.c.step_size, _inv.c.allocation_ratio, used.label("used"))
         .join(_rp, _rp.c.id == _inv.c.resource_provider_id)
@@ -148,9 +148,9 @@ def _inventories(connection: sa.engine.Connection, condition: sa.ColumnElement
     ).all()
 
 
-def _inventory_of(row: sa.Row) -> Inventory:
+def _inventory_of(row: sa.Row) -> InventoryUsage:
     # positional: attribute access on thousands of rows costs more
-    return Inventory(*row[3:])
+    return InventoryUsage(*row[3:])
 
 
 def _sharing_anchors(connection: sa.engine.Connection) -> dict[int, set[int]]:
@@ -239,9 +239,7 @@ class _LoadedWorld(World):
         return {provider_id: frozenset(names) for provider_id, names in traits.items()}
 
     def _named_aggregates(self, groups: list[RequestGroup]) -> dict[int, frozenset[str]]:
-        aggregate_uuids = set().union(*(set().union(*group.aggregates.required,
-                                                    group.aggregates.forbidden)
-                                        for group in groups))
+        aggregate_uuids = set().union(*(group.aggregates.names() for group in groups))
         aggregates: dict[int, set[str]] = defaultdict(set)
         for chunk in _chunks(aggregate_uuids):
             for provider_id, aggregate_uuid in self._connection.execute(

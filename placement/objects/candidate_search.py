@@ -25,35 +25,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from placement.objects.filters import AggregateFilter, TraitFilter
-from placement.objects.inventory import capacity
+from placement.objects.inventory import InventoryUsage
 
 ISOLATE = "isolate"
-
-
-# slots: a request may load thousands of these
-@dataclasses.dataclass(slots=True)
-class Inventory:
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-
-    @property
-    def capacity(self) -> int:
-        return capacity(self.total, self.reserved, self.allocation_ratio)
-
-    def fits(self, amount: int) -> bool:
-        """Can one request group take ``amount`` from this inventory?"""
-        return (self.used + amount <= (self.total - self.reserved) * self.allocation_ratio
-                and self.min_unit <= amount <= self.max_unit
-                and amount % self.step_size == 0)
-
-    def fits_total(self, amount: int) -> bool:
-        """Can the sum of all groups' amounts be allocated here?"""
-        return self.used + amount <= self.capacity and amount <= self.max_unit
 
 
 @dataclasses.dataclass(slots=True)
@@ -63,7 +37,7 @@ class Provider:
     parent_id: int | None
     root_id: int
     # Only the classes, traits and aggregates the request names are loaded.
-    inventories: dict[str, Inventory] = dataclasses.field(default_factory=dict)
+    inventories: dict[str, InventoryUsage] = dataclasses.field(default_factory=dict)
     traits: frozenset[str] = frozenset()
     aggregates: frozenset[str] = frozenset()
 

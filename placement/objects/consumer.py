@@ -17,6 +17,7 @@ from oslo_utils import timeutils
 
 from placement import exceptions
 from placement.db import tables
+from placement.objects.generation import compare_and_swap
 
 _consumer = tables.consumers
 _allocation = tables.allocations
@@ -158,20 +159,9 @@ def increment_generations(connection: sa.engine.Connection, consumers: Sequence[
                           ) -> None:
     """Compare-and-swap the generations read by ``prepare`` to the next
     ones, all in one statement."""
-    if not consumers:
-        return
-    result = connection.execute(
-        sa.update(_consumer)
-        .where(sa.or_(*(sa.and_(_consumer.c.id == consumer.id,
-                                _consumer.c.generation == consumer.generation)
-                        for consumer in consumers)))
-        .values(generation=_consumer.c.generation + 1, updated_at=timeutils.utcnow())
-    )
-    if result.rowcount != len(consumers):
+    if not compare_and_swap(connection, _consumer, consumers, updated_at=timeutils.utcnow()):
         raise exceptions.ConcurrentUpdate(
             "Another thread concurrently updated the data. Please retry your update")
-    for consumer in consumers:
-        consumer.generation += 1
 
 
 def delete_if_empty(connection: sa.engine.Connection, consumer_uuids: Iterable[str]) -> None:

@@ -10,11 +10,10 @@ import dataclasses
 
 
 @dataclasses.dataclass
-class TraitFilter:
-    """Traits a provider must have and must not have.
-
-    ``required`` is an AND of OR-sets: for each set the provider has at least
-    one of its traits (a plain ``required=A,B`` gives ``[{A}, {B}]``).
+class _RequiredForbidden:
+    """Names (trait names or aggregate uuids) a provider must and must not
+    have: ``required`` is an AND of OR-sets (for each set the provider has
+    at least one of its names), ``forbidden`` the names it may have none of.
     """
 
     required: list[set[str]] = dataclasses.field(default_factory=list)
@@ -24,31 +23,29 @@ class TraitFilter:
         return bool(self.required or self.forbidden)
 
     def names(self) -> set[str]:
-        """Every trait named, required or forbidden."""
+        """Every name, required or forbidden."""
         return set().union(*self.required, self.forbidden)
 
-    def satisfied_by(self, traits: set[str] | frozenset[str]) -> bool:
-        """True when a provider with ``traits`` passes this filter."""
-        return (all(not any_of.isdisjoint(traits) for any_of in self.required)
-                and self.forbidden.isdisjoint(traits))
+    def satisfied_by(self, names: set[str] | frozenset[str]) -> bool:
+        """True when a provider with ``names`` passes this filter."""
+        return (all(not any_of.isdisjoint(names) for any_of in self.required)
+                and self.forbidden.isdisjoint(names))
 
 
 @dataclasses.dataclass
-class AggregateFilter:
+class TraitFilter(_RequiredForbidden):
+    """Traits a provider must have and must not have.
+
+    ``required`` is an AND of OR-sets: for each set the provider has at least
+    one of its traits (a plain ``required=A,B`` gives ``[{A}, {B}]``).
+    """
+
+
+@dataclasses.dataclass
+class AggregateFilter(_RequiredForbidden):
     """Aggregates a provider must and must not be associated with.
 
     ``required`` is an AND of OR-sets of aggregate uuids (one set per
     positive ``member_of`` occurrence); ``forbidden`` unions every
     ``!``-occurrence.
     """
-
-    required: list[set[str]] = dataclasses.field(default_factory=list)
-    forbidden: set[str] = dataclasses.field(default_factory=set)
-
-    def __bool__(self) -> bool:
-        return bool(self.required or self.forbidden)
-
-    def satisfied_by(self, aggregates: set[str] | frozenset[str]) -> bool:
-        """True when a provider associated with ``aggregates`` passes."""
-        return (all(not any_of.isdisjoint(aggregates) for any_of in self.required)
-                and self.forbidden.isdisjoint(aggregates))

@@ -19,9 +19,8 @@ from oslo_utils import timeutils
 from placement import exceptions
 from placement.db import tables
 from placement.objects import resource_class
-from placement.objects.resource_provider import ResourceProvider, increment_generation
+from placement.objects.resource_provider import MAX_INT, ResourceProvider, increment_generation
 
-MAX_INT = 2147483647
 # The fields of an inventory record, in the order of the representations.
 INTEGER_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size")
 FIELDS = (*INTEGER_FIELDS, "allocation_ratio")
@@ -53,6 +52,41 @@ class InventoryInUse(exceptions.Conflict):
 def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
     """How much of a class can be allocated in all: (total - reserved) * ratio."""
     return int((total - reserved) * allocation_ratio)
+
+
+# slots: the candidate search may load thousands of these
+@dataclasses.dataclass(slots=True)
+class InventoryUsage:
+    """One inventory of a provider and how much of it is allocated: what
+    allocation writes and the allocation-candidate search check amounts
+    against."""
+
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        # Truncated: for the integer amounts compared with it, ``amount <=
+        # capacity`` is the same as ``amount <= (total - reserved) * ratio``.
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+    def fits_units(self, amount: int) -> bool:
+        """Does ``amount`` obey min_unit, max_unit and step_size?"""
+        return (self.min_unit <= amount <= self.max_unit
+                and amount % self.step_size == 0)
+
+    def fits(self, amount: int) -> bool:
+        """Can one request group take ``amount`` from this inventory?"""
+        return self.used + amount <= self.capacity and self.fits_units(amount)
+
+    def fits_total(self, amount: int) -> bool:
+        """Can the sum of all groups' amounts be allocated here?"""
+        return self.used + amount <= self.capacity and amount <= self.max_unit
 
 
 @dataclasses.dataclass

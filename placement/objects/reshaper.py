@@ -47,9 +47,8 @@ def _checked_providers(connection: sa.engine.Connection,
     """The providers of ``inventories`` (in that order, read in one query),
     each at the generation the client stated."""
     wanted_uuids = [wanted.provider_uuid for wanted in inventories]
-    rows = connection.execute(
-        resource_provider.select_providers().where(_rp.c.uuid.in_(wanted_uuids)))
-    by_uuid = {row.uuid: resource_provider.ResourceProvider(**row._mapping) for row in rows}
+    by_uuid = {provider.uuid: provider for provider in resource_provider.providers_where(
+        connection, _rp.c.uuid.in_(wanted_uuids))}
     providers = []
     for wanted in inventories:
         provider = by_uuid.get(wanted.provider_uuid)

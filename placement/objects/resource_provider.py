@@ -21,6 +21,7 @@ from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
+from placement.objects.generation import compare_and_swap
 
 _rp = tables.resource_providers
 _parent = aliased(_rp)
@@ -97,6 +98,13 @@ def select_providers() -> sa.Select:
     )
 
 
+def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElement[bool]
+                    ) -> list[ResourceProvider]:
+    """The providers matching every condition, in creation (id) order."""
+    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
+    return [ResourceProvider(**row._mapping) for row in rows]
+
+
 def find_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider | None:
     row = connection.execute(select_providers().where(_rp.c.uuid == uuid)).one_or_none()
     return None if row is None else ResourceProvider(**row._mapping)
@@ -114,16 +122,10 @@ def increment_generation(connection: sa.engine.Connection, provider: ResourcePro
     next one, in the caller's transaction. Raises ConcurrentUpdate when
     another writer got there first; the caller's transaction must then be
     rolled back."""
-    result = connection.execute(
-        sa.update(_rp)
-        .where(_rp.c.id == provider.id, _rp.c.generation == provider.generation)
-        .values(generation=provider.generation + 1)
-    )
-    if result.rowcount != 1:
+    if not compare_and_swap(connection, _rp, [provider]):
         raise exceptions.ConcurrentUpdate(
             f"resource provider generation conflict: {provider.uuid} was changed "
             "by another request. Please update the generation and try again.")
-    provider.generation += 1
     return provider.generation
 
 
@@ -142,6 +144,27 @@ def normalize_uuid(value: str) -> str:
     case, ``urn:uuid:`` ...)."""
     return str(uuid_lib.UUID(value))
 
+
+
+def replace_links(connection: sa.engine.Connection, column: sa.Column,
+                  provider: ResourceProvider, current: set[int], wanted: Iterable[int]
+                  ) -> None:
+    """Make ``wanted`` exactly the ids the provider is linked to through
+    ``column`` (the trait or aggregate column of a link table), knowing the
+    ``current`` ones: stale links deleted, new ones inserted in ``wanted``
+    order. The generation is the caller's business."""
+    link_table = column.table
+    wanted = list(dict.fromkeys(wanted))
+    stale = current - set(wanted)
+    if stale:
+        connection.execute(sa.delete(link_table).where(
+            link_table.c.resource_provider_id == provider.id, column.in_(stale)))
+    now = _now()
+    new_links = [{"resource_provider_id": provider.id, column.name: linked_id,
+                  "created_at": now}
+                 for linked_id in wanted if linked_id not in current]
+    if new_links:
+        connection.execute(sa.insert(link_table), new_links)
 
 # -- creation and update ---------------------------------------------------
 
@@ -411,5 +434,4 @@ def list_providers(connection: sa.engine.Connection,
     conditions.extend(has_any_trait(trait_ids) for trait_ids in filters.required_traits)
     if filters.forbidden_traits:
         conditions.append(sa.not_(has_any_trait(filters.forbidden_traits)))
-    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
-    return [ResourceProvider(**row._mapping) for row in rows]
+    return providers_where(connection, *conditions)

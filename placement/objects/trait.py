@@ -126,16 +126,7 @@ def replace_for_provider(connection: sa.engine.Connection, provider: ResourcePro
     current_ids = {trait.id for trait in of_provider(connection, provider)}
     if wanted_ids != current_ids:
         rp_obj.increment_generation(connection, provider)
-        stale = current_ids - wanted_ids
-        if stale:
-            connection.execute(sa.delete(_rp_trait).where(
-                _rp_trait.c.resource_provider_id == provider.id,
-                _rp_trait.c.trait_id.in_(stale)))
-        now = timeutils.utcnow().replace(tzinfo=None)
-        new_links = [{"resource_provider_id": provider.id, "trait_id": trait_id,
-                      "created_at": now} for trait_id in wanted_ids - current_ids]
-        if new_links:
-            connection.execute(sa.insert(_rp_trait), new_links)
+        rp_obj.replace_links(connection, _rp_trait.c.trait_id, provider, current_ids, wanted_ids)
     return wanted
 
 
@@ -154,7 +145,13 @@ def set_for_provider(connection: sa.engine.Connection, provider_uuid: str,
     the client says is ``generation``; the provider and its new traits."""
     provider = rp_obj.get_by_uuid(connection, provider_uuid)
     rp_obj.check_generation(provider, generation)
-    return provider, replace_for_provider(connection, provider, names)
+    traits = replace_for_provider(connection, provider, names)
+    if provider.generation == generation:
+        # Nothing changed, so no compare-and-swap guarded this write. In READ
+        # COMMITTED a writer that committed after the provider was read may
+        # have set these very traits: the generation must not have moved.
+        rp_obj.check_generation(rp_obj.get_by_uuid(connection, provider_uuid), generation)
+    return provider, traits
 
 
 def delete_all_for_provider(connection: sa.engine.Connection, provider_uuid: str) -> None:

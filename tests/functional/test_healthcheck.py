@@ -44,6 +44,7 @@ def test_healthy_without_credentials(database):
     assert probe(application, method="HEAD").status_int == 204
 
 
+@pytest.mark.backend("sqlite")  # moves the SQLite file away
 def test_unhealthy_while_the_database_is_gone(database):
     application = build(database)
     moved = database.path + ".moved"
@@ -60,6 +61,7 @@ def test_unhealthy_while_the_database_is_gone(database):
     assert probe(application).status_int == 200
 
 
+@pytest.mark.backend("sqlite")  # moves the SQLite file away
 def test_details_only_when_configured(database):
     application = build(database, {("healthcheck", "detailed"): True})
     os.rename(database.path, database.path + ".moved")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from placement.objects import allocation as allocation_obj
-from placement.objects.allocation import AllocationRefused, InventoryUsage, _Record
+from placement.objects.allocation import AllocationRefused, _Record
+from placement.objects.inventory import InventoryUsage
 
 PROVIDER = (1, "rp-uuid")
 VCPU = (0, "VCPU")

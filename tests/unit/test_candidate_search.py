@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from placement.objects import candidate_search
 from placement.objects.candidate_search import (
-    Inventory,
     Provider,
     RequestGroup,
     SearchOptions,
     World,
     search,
 )
+from placement.objects.inventory import InventoryUsage
 
 
-def vcpu(total: int) -> dict[str, Inventory]:
-    return {"VCPU": Inventory(total, 0, 1, total, 1, 1.0, 0)}
+def vcpu(total: int) -> dict[str, InventoryUsage]:
+    return {"VCPU": InventoryUsage(total, 0, 1, total, 1, 1.0, 0)}
 
 
 def two_flat_providers_with_two_children_each() -> World:
@@ -78,7 +78,7 @@ def test_reservoir_sample_without_limit_is_a_permutation():
 
 
 def test_shared_provider_reached_from_two_trees_counted_once():
-    disk = {"DISK_GB": Inventory(100, 0, 1, 100, 1, 1.0, 0)}
+    disk = {"DISK_GB": InventoryUsage(100, 0, 1, 100, 1, 1.0, 0)}
     providers = [Provider(1, "cn1", None, 1, vcpu(4)), Provider(2, "cn2", None, 2, vcpu(4)),
                  Provider(3, "ss", None, 3, disk)]
     world = World({p.id: p for p in providers}, {3: {1, 2, 3}}, False, {})

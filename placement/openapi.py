@@ -1,0 +1,620 @@
+"""The OpenAPI 3.1 document of the API, served at ``GET /openapi.json``.
+
+Built from the route table (``placement/router.py``: every path and method
+is there), the jsonschema schemas the handlers validate requests with
+(``placement/schemas/<resource>.py``) and the response-body schemas
+(``placement/schemas/responses.py``), so that nothing here can drift from
+what the service does. What this module adds is what the spec says about
+each operation: its microversion range, its statuses and headers.
+
+Microversions are described with an ``x-openstack-microversions`` extension
+``{"min": "1.N", "max": "1.M"}`` on each operation, on each response that
+exists only in part of the range, on each query parameter, and on each
+variant of a request or response body (bodies that change with the version
+are an ``anyOf`` of their variants). Request bodies and query parameters are
+derived by asking the handlers' schema functions for every microversion.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from placement import microversion
+from placement.handlers import resource_class as resource_class_handler
+from placement.handlers import usage as usage_handler
+from placement.schemas import (
+    aggregate,
+    allocation,
+    allocation_candidate,
+    inventory,
+    reshaper,
+    resource_class,
+    resource_provider,
+    responses,
+    trait,
+    usage,
+)
+from placement.schemas.responses import Variant
+
+OPENAPI_VERSION = "3.1.0"
+EXTENSION = "x-openstack-microversions"
+NEWEST = str(microversion.MAX_VERSION)
+CACHE_HEADERS_FROM = "1.15"
+PATH_VARIABLE = re.compile(r"{([^}]+)}")
+
+# Statuses any operation can answer, whatever it does: an unparsable (400)
+# or unserved (406) microversion header, a path that names nothing (404),
+# an unexpected failure (500).
+COMMON_ERRORS = (400, 404, 406, 500)
+
+
+SchemaSource = Callable[[microversion.Version], "dict | None"]
+
+
+def always(schema: dict) -> SchemaSource:
+    """A schema source for a schema that does not change with the version."""
+    return lambda version: schema
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One success response: its status, its body variants (None: no body)
+    and where in the operation's range it happens (None: everywhere)."""
+
+    status: int
+    body: list[Variant] | None = None
+    versions: tuple[str, str | None] | None = None
+    location: bool = False
+    cache_headers: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    outcomes: tuple[Outcome, ...]
+    available: tuple[str, str | None] = ("1.0", None)
+    # What a request outside ``available`` gets (the spec's gate status).
+    unavailable_status: int = 404
+    # The schemas the handler validates its request body and query string
+    # with, as the handler gets them: a function of the microversion
+    # (None: no body / no query string at that version).
+    body: SchemaSource | None = None
+    query: SchemaSource | None = None
+    # Errors this operation itself produces, beyond COMMON_ERRORS.
+    errors: tuple[int, ...] = ()
+    authenticated: bool = True
+
+
+def _renamed_until_1_6(version: microversion.Version) -> dict | None:
+    """PUT /resource_classes/{name} takes the new name as a body until it
+    becomes a body-less create-or-verify."""
+    if version >= resource_class_handler.CREATE_OR_VERIFY_FROM:
+        return None
+    return resource_class.RESOURCE_CLASS
+
+
+def _total_usages_query(version: microversion.Version) -> dict:
+    if version >= usage_handler.CONSUMER_TYPES_FROM:
+        return usage.USAGES_QUERY_V1_38
+    return usage.USAGES_QUERY
+
+
+def _protected(*statuses: int) -> tuple[int, ...]:
+    """Error statuses of a policy-protected operation (401 no token, 403 policy)."""
+    return (401, 403, *statuses)
+
+
+RP = "/resource_providers/{uuid}"
+WRITE_JSON = _protected(409, 415)
+
+
+def operations() -> dict[tuple[str, str], Operation]:
+    """Every operation of the API, keyed by (path, method) of the route table."""
+    ok = functools.partial(Outcome, 200, cache_headers=True)
+    deleted = Outcome(204, description="Deleted.")
+    return {
+        ("/", "GET"): Operation(
+            "Version discovery document (no authentication).",
+            (ok(responses.ROOT),), authenticated=False),
+        ("/openapi.json", "GET"): Operation(
+            "This OpenAPI 3.1 document (no authentication, no policy).",
+            (Outcome(200, description="The OpenAPI document."),), authenticated=False),
+        # resource classes
+        ("/resource_classes", "GET"): Operation(
+            "List all resource classes, standard and custom.",
+            (ok(responses.RESOURCE_CLASSES),), available=("1.2", None),
+            errors=_protected()),
+        ("/resource_classes", "POST"): Operation(
+            "Create a custom resource class.",
+            (Outcome(201, location=True, description="Created."),),
+            available=("1.2", None), body=always(resource_class.RESOURCE_CLASS),
+            errors=WRITE_JSON),
+        ("/resource_classes/{name}", "GET"): Operation(
+            "Show a resource class.",
+            (ok(responses.RESOURCE_CLASS),), available=("1.2", None), errors=_protected()),
+        ("/resource_classes/{name}", "PUT"): Operation(
+            "Rename a custom resource class (1.2-1.6, JSON body) or create it if "
+            "missing (1.7+, no body).",
+            (Outcome(200, responses.RESOURCE_CLASS, versions=("1.2", "1.6"),
+                     description="Renamed."),
+             Outcome(201, versions=("1.7", None), location=True, description="Created."),
+             Outcome(204, versions=("1.7", None), location=True,
+                     description="Already existed.")),
+            available=("1.2", None), body=_renamed_until_1_6, errors=WRITE_JSON),
+        ("/resource_classes/{name}", "DELETE"): Operation(
+            "Delete a custom resource class not used by any inventory.",
+            (deleted,), available=("1.2", None), errors=_protected(409)),
+        # resource providers
+        ("/resource_providers", "GET"): Operation(
+            "List resource providers, optionally filtered.",
+            (ok(responses.RESOURCE_PROVIDERS),), query=resource_provider.list_query_schema,
+            errors=_protected()),
+        ("/resource_providers", "POST"): Operation(
+            "Create a resource provider.",
+            (Outcome(201, versions=("1.0", "1.19"), location=True, description="Created."),
+             Outcome(200, responses.RESOURCE_PROVIDER, versions=("1.20", None),
+                     location=True, cache_headers=True, description="Created.")),
+            body=resource_provider.post_schema, errors=WRITE_JSON),
+        (RP, "GET"): Operation(
+            "Show a resource provider.",
+            (ok(responses.RESOURCE_PROVIDER),), errors=_protected()),
+        (RP, "PUT"): Operation(
+            "Update a resource provider's name and (1.14+) parent.",
+            (ok(responses.RESOURCE_PROVIDER),), body=resource_provider.put_schema,
+            errors=WRITE_JSON),
+        (RP, "DELETE"): Operation(
+            "Delete a resource provider without children or allocations.",
+            (deleted,), errors=_protected(409)),
+        # inventories
+        (RP + "/inventories", "GET"): Operation(
+            "List the provider's inventories.",
+            (ok(responses.INVENTORIES),), errors=_protected()),
+        (RP + "/inventories", "POST"): Operation(
+            "Add one inventory to the provider.",
+            (Outcome(201, responses.INVENTORY, location=True, cache_headers=True,
+                     description="Created."),),
+            body=always(inventory.POST_INVENTORY), errors=WRITE_JSON),
+        (RP + "/inventories", "PUT"): Operation(
+            "Replace all of the provider's inventories.",
+            (ok(responses.INVENTORIES),), body=always(inventory.PUT_INVENTORIES),
+            errors=WRITE_JSON),
+        (RP + "/inventories", "DELETE"): Operation(
+            "Delete all of the provider's inventories.",
+            (deleted,), available=("1.5", None), unavailable_status=405,
+            errors=_protected(405, 409)),
+        (RP + "/inventories/{resource_class}", "GET"): Operation(
+            "Show one inventory of the provider.",
+            (ok(responses.INVENTORY),), errors=_protected()),
+        (RP + "/inventories/{resource_class}", "PUT"): Operation(
+            "Update one inventory of the provider.",
+            (ok(responses.INVENTORY),), body=always(inventory.PUT_INVENTORY),
+            errors=WRITE_JSON),
+        (RP + "/inventories/{resource_class}", "DELETE"): Operation(
+            "Delete one inventory of the provider.",
+            (deleted,), errors=_protected(409)),
+        # usages, aggregates, provider allocations, provider traits
+        (RP + "/usages", "GET"): Operation(
+            "Usage of each resource class the provider has inventory for.",
+            (ok(responses.PROVIDER_USAGES),), errors=_protected()),
+        (RP + "/aggregates", "GET"): Operation(
+            "List the provider's aggregates.",
+            (ok(responses.AGGREGATES),), available=("1.1", None), errors=_protected()),
+        (RP + "/aggregates", "PUT"): Operation(
+            "Replace the provider's aggregates.",
+            (ok(responses.AGGREGATES),), available=("1.1", None), body=aggregate.put_schema,
+            errors=WRITE_JSON),
+        (RP + "/allocations", "GET"): Operation(
+            "List the allocations against the provider, by consumer.",
+            (ok(responses.PROVIDER_ALLOCATIONS),), errors=_protected()),
+        (RP + "/traits", "GET"): Operation(
+            "List the provider's traits.",
+            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None), errors=_protected()),
+        (RP + "/traits", "PUT"): Operation(
+            "Replace the provider's traits.",
+            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None),
+            body=always(trait.SET_PROVIDER_TRAITS_SCHEMA), errors=WRITE_JSON),
+        (RP + "/traits", "DELETE"): Operation(
+            "Remove all traits from the provider.",
+            (deleted,), available=("1.6", None), errors=_protected(409)),
+        # allocations
+        ("/allocations", "POST"): Operation(
+            "Set the allocations of several consumers at once, atomically.",
+            (Outcome(204, description="Written."),), available=("1.13", None),
+            body=allocation.post_schema, errors=WRITE_JSON),
+        ("/allocations/{consumer_uuid}", "GET"): Operation(
+            "Show a consumer's allocations.",
+            (ok(responses.CONSUMER_ALLOCATIONS),), errors=_protected()),
+        ("/allocations/{consumer_uuid}", "PUT"): Operation(
+            "Replace a consumer's allocations.",
+            (Outcome(204, description="Written."),), body=allocation.put_schema,
+            errors=WRITE_JSON),
+        ("/allocations/{consumer_uuid}", "DELETE"): Operation(
+            "Delete all of a consumer's allocations.",
+            (deleted,), errors=_protected()),
+        ("/allocation_candidates", "GET"): Operation(
+            "Sets of providers that could satisfy a request, as allocation requests "
+            "plus summaries of the providers involved.",
+            (ok(responses.ALLOCATION_CANDIDATES),), available=("1.10", None),
+            query=allocation_candidate.query_schema, errors=_protected()),
+        # traits
+        ("/traits", "GET"): Operation(
+            "List traits, optionally filtered.",
+            (ok(responses.TRAITS),), available=("1.6", None),
+            query=always(trait.LIST_QUERY_SCHEMA), errors=_protected()),
+        ("/traits/{name}", "GET"): Operation(
+            "Check that a trait exists.",
+            (Outcome(204, cache_headers=True, description="The trait exists."),),
+            available=("1.6", None), errors=_protected()),
+        ("/traits/{name}", "PUT"): Operation(
+            "Create a custom trait if it does not exist.",
+            (Outcome(201, location=True, cache_headers=True, description="Created."),
+             Outcome(204, location=True, cache_headers=True, description="Already existed.")),
+            available=("1.6", None), errors=_protected()),
+        ("/traits/{name}", "DELETE"): Operation(
+            "Delete a custom trait no provider has.",
+            (deleted,), available=("1.6", None), errors=_protected(409)),
+        ("/usages", "GET"): Operation(
+            "Total usage of a project (and user), by resource class; by consumer "
+            "type from 1.38.",
+            (ok(responses.TOTAL_USAGES),), available=("1.9", None),
+            query=_total_usages_query, errors=_protected()),
+        ("/reshaper", "POST"): Operation(
+            "Atomically replace the inventories of several providers and the "
+            "allocations of several consumers.",
+            (Outcome(204, description="Reshaped."),), available=("1.30", None),
+            body=reshaper.reshape_schema, errors=WRITE_JSON),
+    }
+
+
+# --- building the document -------------------------------------------------------
+
+
+def _range(first: str, last: str | None) -> dict:
+    return {"min": first, "max": last or NEWEST}
+
+
+def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[Variant]:
+    """The schemas ``source`` gives over the ``available`` range, one
+    variant per run of consecutive versions with an equal schema."""
+    variants: list[Variant] = []
+    for version in versions_in(available):
+        schema = source(version)
+        if schema is None:
+            continue
+        previous = variants[-1] if variants else None
+        if (previous is not None and previous.schema == schema
+                and previous.max_version == str(version._replace(minor=version.minor - 1))):
+            variants[-1] = previous._replace(max_version=str(version))
+        else:
+            variants.append(Variant(str(version), str(version), schema))
+    return variants
+
+
+def versions_in(available: tuple[str, str | None]) -> list[microversion.Version]:
+    """Every microversion of the ``available`` range."""
+    first = microversion.parse(available[0])
+    last = microversion.parse(available[1] or NEWEST)
+    return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
+
+
+def _clipped(variants: list[Variant], versions: tuple[str, str | None]) -> list[Variant]:
+    """The variants restricted to the ``versions`` range."""
+    first, last = microversion.parse(versions[0]), microversion.parse(versions[1] or NEWEST)
+    clipped = []
+    for variant in variants:
+        start = max(first, microversion.parse(variant.min_version))
+        end = min(last, microversion.parse(variant.max_version or NEWEST))
+        if start <= end:
+            clipped.append(Variant(str(start), str(end), variant.schema))
+    return clipped
+
+
+def _annotated(variant: Variant) -> dict:
+    """A copy of the variant's schema (never the handler's own dict) marked
+    with its range."""
+    schema = copy.deepcopy(variant.schema)
+    schema.pop("$schema", None)
+    schema[EXTENSION] = _range(variant.min_version, variant.max_version)
+    return schema
+
+
+def _variants_schema(variants: list[Variant]) -> dict:
+    if len(variants) == 1:
+        return _annotated(variants[0])
+    return {"anyOf": [_annotated(variant) for variant in variants]}
+
+
+def _header(description: str, versions: tuple[str, str | None] | None = None,
+            **schema) -> dict:
+    header = {"description": description, "schema": {"type": "string", **schema}}
+    if versions is not None:
+        header[EXTENSION] = _range(*versions)
+    return header
+
+
+def _success_headers(outcome: Outcome) -> dict:
+    headers = {
+        "openstack-api-version": {"$ref": "#/components/headers/OpenStackAPIVersion"},
+        "x-openstack-request-id": {"$ref": "#/components/headers/RequestId"},
+        "vary": {"$ref": "#/components/headers/Vary"},
+    }
+    if outcome.location:
+        headers["location"] = _header("Absolute URL of the resource.", format="uri")
+    if outcome.cache_headers:
+        headers["last-modified"] = _header(
+            "RFC 1123 date of the newest change of what the body represents.",
+            (CACHE_HEADERS_FROM, None))
+        headers["cache-control"] = _header("Always no-cache.", (CACHE_HEADERS_FROM, None),
+                                           enum=["no-cache"])
+    return headers
+
+
+def _response(outcome: Outcome) -> dict:
+    response = {"description": outcome.description or "Success.",
+                "headers": _success_headers(outcome)}
+    if outcome.versions is not None:
+        response[EXTENSION] = _range(*outcome.versions)
+    if outcome.body is not None:
+        body = _clipped(outcome.body, outcome.versions) if outcome.versions else outcome.body
+        response["content"] = {"application/json": {"schema": _variants_schema(body)}}
+    elif outcome.status == 200:
+        # Only the document itself: an object we do not describe here.
+        response["content"] = {"application/json": {"schema": {"type": "object"}}}
+    return response
+
+
+def _spans(versions: list[microversion.Version]) -> list[dict]:
+    """Sorted versions as ranges of consecutive ones."""
+    spans: list[dict] = []
+    for version in versions:
+        if spans and microversion.parse(spans[-1]["max"]) == version._replace(
+                minor=version.minor - 1):
+            spans[-1]["max"] = str(version)
+        else:
+            spans.append({"min": str(version), "max": str(version)})
+    return spans
+
+
+def _spans_extension(spans: list[dict]) -> dict | list[dict]:
+    """One range as usual; a list of ranges for something that comes and goes."""
+    return spans[0] if len(spans) == 1 else spans
+
+
+def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -> list[dict]:
+    """One parameter per property of the query schemas, with the range of
+    versions accepting it (and requiring it, when not all do); the
+    pattern-named keys (the granular request groups of
+    /allocation_candidates) become one exploded object parameter."""
+    accepted: dict[str, list] = {}
+    required: dict[str, list] = {}
+    schemas: dict[str, dict] = {}
+    patterns: dict[str, list] = {}
+    pattern_schemas: dict[str, dict] = {}
+    for version in versions_in(available):
+        query = source(version) or {}
+        for name, schema in query.get("properties", {}).items():
+            schemas.setdefault(name, schema)
+            accepted.setdefault(name, []).append(version)
+            if name in query.get("required", ()):
+                required.setdefault(name, []).append(version)
+        for pattern, schema in query.get("patternProperties", {}).items():
+            pattern_schemas.setdefault(pattern, schema)
+            patterns.setdefault(pattern, []).append(version)
+    parameters = []
+    for name, versions in accepted.items():
+        spans = _spans(versions)
+        parameter = {"name": name, "in": "query", "schema": copy.deepcopy(schemas[name]),
+                     EXTENSION: _spans_extension(spans)}
+        if required.get(name) == versions:
+            parameter["required"] = True
+        elif name in required:
+            parameter["description"] = "Required at " + ", ".join(
+                f"{span['min']}-{span['max']}" for span in _spans(required[name])) + "."
+        parameters.append(parameter)
+    if patterns:
+        parameters.append({
+            "name": "request_groups",
+            "in": "query",
+            "style": "form",
+            "explode": True,
+            "description": "Keys whose names match these patterns (granular request "
+                           "groups); each pattern lists the versions accepting it.",
+            "schema": {
+                "type": "object",
+                "patternProperties": {
+                    pattern: {**copy.deepcopy(pattern_schemas[pattern]),
+                              EXTENSION: _spans_extension(_spans(versions))}
+                    for pattern, versions in patterns.items()},
+                "additionalProperties": False,
+            },
+        })
+    return parameters
+
+
+def _operation(path: str, method: str, handler_name: str, operation: Operation) -> dict:
+    parameters: list[dict] = [{"$ref": "#/components/parameters/OpenStackAPIVersion"}]
+    if operation.authenticated:
+        parameters.append({"$ref": "#/components/parameters/AuthToken"})
+    parameters += [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in PATH_VARIABLE.findall(path)
+    ]
+    if operation.query is not None:
+        parameters += _query_parameters(operation.query, operation.available)
+    document: dict = {
+        "operationId": handler_name,
+        "summary": operation.summary,
+        EXTENSION: _range(*operation.available),
+        "x-openstack-unavailable-status": operation.unavailable_status,
+        "parameters": parameters,
+        "responses": {},
+    }
+    if operation.body is not None:
+        document["requestBody"] = {
+            # Not where some versions take no body (PUT /resource_classes/{name}).
+            "required": all(operation.body(version) is not None
+                            for version in versions_in(operation.available)),
+            "content": {"application/json": {
+                "schema": _variants_schema(_variants(operation.body, operation.available))}},
+        }
+    if not operation.authenticated:
+        document["security"] = []
+    for outcome in operation.outcomes:
+        document["responses"][str(outcome.status)] = _response(outcome)
+    for status in sorted({*COMMON_ERRORS, *operation.errors}):
+        reference = "Unauthorized" if status == 401 else "Error"
+        document["responses"].setdefault(
+            str(status), {"$ref": f"#/components/responses/{reference}"})
+    return document
+
+
+def _error_schema() -> dict:
+    schema = _variants_schema(responses.ERROR)
+    negotiation = copy.deepcopy(responses.MICROVERSION_ERROR)
+    negotiation["description"] = ("400/406 from microversion negotiation: produced before "
+                                  "a version is established, so no range applies.")
+    schema["anyOf"].append(negotiation)
+    return schema
+
+
+def _components() -> dict:
+    return {
+        "parameters": {
+            "OpenStackAPIVersion": {
+                "name": "OpenStack-API-Version",
+                "in": "header",
+                "required": False,
+                "description": "`placement <major.minor>` or `placement latest`; "
+                               f"1.0 when absent. Served: 1.0 to {NEWEST}.",
+                "schema": {"type": "string",
+                           "pattern": r"^placement (latest|1\.(0|[1-9][0-9]?))$"},
+            },
+            "AuthToken": {
+                "name": "X-Auth-Token",
+                "in": "header",
+                "required": False,
+                "description": "Keystone token (or `user[:project]` with noauth2). The "
+                               "securitySchemes entry says the same; this parameter lets "
+                               "generic clients send it.",
+                "schema": {"type": "string"},
+            },
+        },
+        "headers": {
+            "OpenStackAPIVersion": _header("`placement <version>` that served the request."),
+            "RequestId": _header("`req-<uuid>`, also in error bodies.", pattern="^req-"),
+            "Vary": _header("openstack-api-version"),
+        },
+        "responses": {
+            "Error": {
+                "description": "An error, in the placement error format.",
+                "content": {"application/json": {"schema": _error_schema()}},
+            },
+            "Unauthorized": {
+                "description": "No or invalid token (authentication layer's own body).",
+                "content": {"application/json": {"schema": responses.UNAUTHORIZED}},
+            },
+        },
+        "securitySchemes": {
+            "token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"},
+        },
+    }
+
+
+def _check_consistency(operations: dict, routes: dict) -> None:
+    """The table above must describe exactly the route table."""
+    described = set(operations)
+    served = {(path, method) for path, methods in routes.items() if path
+              for method in methods}
+    if described != served:
+        raise RuntimeError(f"OpenAPI operations out of step with the route table: "
+                           f"undescribed {sorted(served - described)}, "
+                           f"not served {sorted(described - served)}")
+
+
+@functools.cache
+def document() -> dict:
+    """The whole OpenAPI document (built once)."""
+    from placement import router  # router imports the handler that serves this
+
+    described = operations()
+    _check_consistency(described, router.ROUTES)
+    paths: dict[str, dict] = {}
+    # The empty path '' is the mount point itself, served like '/'; OpenAPI
+    # path keys must start with '/', so only '/' is listed.
+    for path, methods in router.ROUTES.items():
+        if not path:
+            continue
+        paths[path] = {
+            method.lower(): _operation(path, method, handler.__name__,
+                                       described[(path, method)])
+            for method, handler in methods.items()
+        }
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "OpenStack Placement API",
+            "version": NEWEST,
+            "description": "Microversions 1.0 to " + NEWEST + ". Each operation, "
+                           "response, query parameter and body variant carries an "
+                           f"`{EXTENSION}` range; select one with the "
+                           "`OpenStack-API-Version` header.",
+        },
+        "security": [{"token": []}],
+        "paths": paths,
+        "components": _components(),
+    }
+
+
+# --- reading the document ----------------------------------------------------------
+
+
+def _in_range(node: dict, version: microversion.Version) -> bool:
+    versions = node.get(EXTENSION)
+    return versions is None or version.matches(versions["min"], versions["max"])
+
+
+def _resolved(node: dict) -> dict:
+    reference = node.get("$ref")
+    if reference is None:
+        return node
+    target = document()
+    for part in reference.removeprefix("#/").split("/"):
+        target = target[part]
+    return target
+
+
+def response_schema(path: str, method: str, status: int,
+                    version: microversion.Version | None) -> dict | None:
+    """The schema a response body must match: the variants of the
+    documented response of ``path`` (a route-table template) and ``method``
+    with ``status`` that apply at ``version`` (None: a microversion
+    negotiation error, where no version applies). None when the response
+    has no body. LookupError when the document does not allow that response
+    at that version."""
+    operation = document()["paths"][path][method.lower()]
+    response = operation["responses"].get(str(status))
+    if response is None:
+        raise LookupError(f"{method} {path} documents no {status} response")
+    response = _resolved(response)
+    if version is not None and not _in_range(response, version):
+        raise LookupError(f"{method} {path} answers {status} only at "
+                          f"{response[EXTENSION]}, not {version}")
+    content = response.get("content")
+    if content is None:
+        return None
+    schema = content["application/json"]["schema"]
+    variants = schema.get("anyOf", [schema])
+    if version is None:
+        matching = [variant for variant in variants if EXTENSION not in variant]
+    else:
+        matching = [variant for variant in variants
+                    if EXTENSION in variant and _in_range(variant, version)]
+        matching = matching or [variant for variant in variants if EXTENSION not in variant]
+    if not matching:
+        raise LookupError(f"{method} {path} {status}: no body variant for {version}")
+    return matching[0] if len(matching) == 1 else {"anyOf": matching}

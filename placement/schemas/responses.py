@@ -1,0 +1,327 @@
+"""JSON schemas of response bodies, written from the spec, one list of
+microversion variants per body.
+
+Nothing in the service validates its own responses with these: they feed
+the OpenAPI document (``placement/openapi.py``) and the tests that check
+real responses against it. They are strict (``additionalProperties:
+false``, exact ``required`` lists) so that a key appearing at the wrong
+microversion is caught.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+RC_PATTERN = "^[A-Z0-9_]+$"
+# Provider uuids in responses are the normalised (dashed, lower-case) ones;
+# consumer and aggregate uuids are echoed as the client sent them.
+PROVIDER_UUID = {"type": "string", "format": "uuid"}
+UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
+GENERATION = {"type": "integer", "minimum": 0}
+AMOUNT = {"type": "integer", "minimum": 0}
+
+
+class Variant(NamedTuple):
+    """A schema valid from ``min_version`` to ``max_version`` (inclusive;
+    None = the newest microversion)."""
+
+    min_version: str
+    max_version: str | None
+    schema: dict
+
+
+def _object(properties: dict, required: list[str] | None = None, **keywords) -> dict:
+    """A closed object: every property listed is required unless
+    ``required`` says otherwise."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **keywords,
+    }
+
+
+def _map(value_schema: dict, key_pattern: str = RC_PATTERN) -> dict:
+    """An object whose keys match ``key_pattern``, all with ``value_schema``."""
+    return {
+        "type": "object",
+        "patternProperties": {key_pattern: value_schema},
+        "additionalProperties": False,
+    }
+
+
+def _links(count: int) -> dict:
+    link = _object({"rel": {"type": "string"}, "href": {"type": "string"}})
+    return {"type": "array", "items": link, "minItems": count, "maxItems": count}
+
+
+# --- GET / -------------------------------------------------------------------
+
+ROOT = [Variant("1.0", None, _object({
+    "versions": {"type": "array", "minItems": 1, "maxItems": 1, "items": _object({
+        "id": {"type": "string"},
+        "max_version": {"type": "string", "pattern": r"^1\.[0-9]+$"},
+        "min_version": {"type": "string", "pattern": r"^1\.[0-9]+$"},
+        "status": {"type": "string", "enum": ["CURRENT"]},
+        "links": _links(1),
+    })},
+}))]
+
+# --- resource classes ----------------------------------------------------------
+
+_RESOURCE_CLASS = _object({"name": {"type": "string", "pattern": RC_PATTERN}, "links": _links(1)})
+RESOURCE_CLASS = [Variant("1.2", None, _RESOURCE_CLASS)]
+RESOURCE_CLASSES = [Variant("1.2", None, _object({
+    "resource_classes": {"type": "array", "items": _RESOURCE_CLASS},
+}))]
+
+# --- resource providers --------------------------------------------------------
+
+
+def _resource_provider(links: int, nested: bool) -> dict:
+    properties = {
+        "uuid": PROVIDER_UUID,
+        "name": {"type": "string", "maxLength": 200},
+        "generation": GENERATION,
+        "links": _links(links),
+    }
+    if nested:
+        properties["parent_provider_uuid"] = {"anyOf": [PROVIDER_UUID, {"type": "null"}]}
+        properties["root_provider_uuid"] = PROVIDER_UUID
+    return _object(properties)
+
+
+# (first version, last version, number of links, nested keys) of each shape:
+# links grow at 1.1 (aggregates), 1.6 (traits), 1.11 (allocations); the
+# parent/root keys appear at 1.14.
+_PROVIDER_SHAPES = [
+    ("1.0", "1.0", 3, False),
+    ("1.1", "1.5", 4, False),
+    ("1.6", "1.10", 5, False),
+    ("1.11", "1.13", 6, False),
+    ("1.14", None, 6, True),
+]
+
+RESOURCE_PROVIDER = [
+    Variant(first, last, _resource_provider(links, nested))
+    for first, last, links, nested in _PROVIDER_SHAPES
+]
+RESOURCE_PROVIDERS = [
+    Variant(first, last, _object({"resource_providers": {
+        "type": "array", "items": _resource_provider(links, nested)}}))
+    for first, last, links, nested in _PROVIDER_SHAPES
+]
+
+# --- inventories -------------------------------------------------------------
+
+_INVENTORY_FIELDS = {
+    "total": {"type": "integer"},
+    "reserved": {"type": "integer"},
+    "min_unit": {"type": "integer"},
+    "max_unit": {"type": "integer"},
+    "step_size": {"type": "integer"},
+    "allocation_ratio": {"type": "number"},
+}
+INVENTORY = [Variant("1.0", None, _object(
+    {"resource_provider_generation": GENERATION, **_INVENTORY_FIELDS}))]
+INVENTORIES = [Variant("1.0", None, _object({
+    "resource_provider_generation": GENERATION,
+    "inventories": _map(_object(_INVENTORY_FIELDS)),
+}))]
+
+# --- usages --------------------------------------------------------------------
+
+PROVIDER_USAGES = [Variant("1.0", None, _object({
+    "resource_provider_generation": GENERATION,
+    "usages": _map(AMOUNT),
+}))]
+_CONSUMER_TYPE_USAGE = {
+    "type": "object",
+    "properties": {"consumer_count": {"type": "integer", "minimum": 0}},
+    "required": ["consumer_count"],
+    "patternProperties": {RC_PATTERN: AMOUNT},
+    "additionalProperties": False,
+}
+TOTAL_USAGES = [
+    Variant("1.9", "1.37", _object({"usages": _map(AMOUNT)})),
+    Variant("1.38", None, _object({
+        "usages": _map(_CONSUMER_TYPE_USAGE, key_pattern="^([A-Z0-9_]+|all|unknown)$"),
+    })),
+]
+
+# --- aggregates ----------------------------------------------------------------
+
+# Aggregate uuids are stored exactly as sent (the lenient body validator
+# lets dashless and upper-case forms in), so no format here.
+_AGGREGATE_LIST = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+AGGREGATES = [
+    Variant("1.1", "1.18", _object({"aggregates": _AGGREGATE_LIST})),
+    Variant("1.19", None, _object({
+        "aggregates": _AGGREGATE_LIST,
+        "resource_provider_generation": GENERATION,
+    })),
+]
+
+# --- traits --------------------------------------------------------------------
+
+_TRAIT_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 255}}
+TRAITS = [Variant("1.6", None, _object({"traits": _TRAIT_NAMES}))]
+PROVIDER_TRAITS = [Variant("1.6", None, _object({
+    "traits": _TRAIT_NAMES,
+    "resource_provider_generation": GENERATION,
+}))]
+
+# --- allocations ---------------------------------------------------------------
+
+_RESOURCES = {**_map({"type": "integer", "minimum": 1}), "minProperties": 1}
+_EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+
+
+def _provider_allocations(consumer_generation: bool) -> dict:
+    consumer = {"resources": _RESOURCES}
+    if consumer_generation:
+        consumer["consumer_generation"] = GENERATION
+    return _object({
+        "allocations": _map(_object(consumer), key_pattern=UUID_KEY_PATTERN),
+        "resource_provider_generation": GENERATION,
+    })
+
+
+PROVIDER_ALLOCATIONS = [
+    Variant("1.0", "1.27", _provider_allocations(consumer_generation=False)),
+    Variant("1.28", None, _provider_allocations(consumer_generation=True)),
+]
+
+# A consumer without allocations reads as exactly {"allocations": {}} at
+# every microversion; one with allocations adds the owner keys of its version.
+_NO_ALLOCATIONS = _object({"allocations": {"type": "object", "maxProperties": 0}})
+
+
+def _consumer_allocations(owner: bool, generation: bool, consumer_type: bool) -> dict:
+    by_provider = _map(_object({"generation": GENERATION, "resources": _RESOURCES}),
+                       key_pattern=UUID_KEY_PATTERN)
+    properties = {"allocations": {**by_provider, "minProperties": 1}}
+    if owner:
+        properties["project_id"] = _EXTERNAL_ID
+        properties["user_id"] = _EXTERNAL_ID
+    if generation:
+        properties["consumer_generation"] = GENERATION
+    if consumer_type:
+        properties["consumer_type"] = {"type": "string",
+                                       "pattern": "^([A-Z0-9_]+|unknown)$"}
+    return {"oneOf": [_NO_ALLOCATIONS, _object(properties)]}
+
+
+CONSUMER_ALLOCATIONS = [
+    Variant("1.0", "1.11", _consumer_allocations(False, False, False)),
+    Variant("1.12", "1.27", _consumer_allocations(True, False, False)),
+    Variant("1.28", "1.37", _consumer_allocations(True, True, False)),
+    Variant("1.38", None, _consumer_allocations(True, True, True)),
+]
+
+# --- allocation candidates -----------------------------------------------------
+
+
+def _allocation_request(dict_form: bool, mappings: bool) -> dict:
+    if dict_form:
+        allocations = {
+            **_map(_object({"resources": _RESOURCES}), key_pattern=UUID_KEY_PATTERN),
+            "minProperties": 1,
+        }
+    else:
+        allocations = {"type": "array", "minItems": 1, "items": _object({
+            "resource_provider": _object({"uuid": PROVIDER_UUID}),
+            "resources": _RESOURCES,
+        })}
+    properties = {"allocations": allocations}
+    if mappings:
+        # Suffix ("" for the unsuffixed group) -> providers satisfying it.
+        properties["mappings"] = {
+            "type": "object",
+            "patternProperties": {"^[a-zA-Z0-9_-]{0,64}$": {
+                "type": "array", "minItems": 1, "items": PROVIDER_UUID}},
+            "additionalProperties": False,
+        }
+    return _object(properties)
+
+
+def _provider_summary(traits: bool, tree: bool) -> dict:
+    capacity = _object({"capacity": {"type": "integer"}, "used": AMOUNT})
+    properties = {"resources": _map(capacity)}
+    if traits:
+        properties["traits"] = {"type": "array", "items": {"type": "string"}}
+    if tree:
+        properties["parent_provider_uuid"] = {"anyOf": [PROVIDER_UUID, {"type": "null"}]}
+        properties["root_provider_uuid"] = PROVIDER_UUID
+    return _object(properties)
+
+
+# (first, last, dict-form requests, mappings, summary traits, summary tree)
+_CANDIDATE_SHAPES = [
+    ("1.10", "1.11", False, False, False, False),
+    ("1.12", "1.16", True, False, False, False),
+    ("1.17", "1.28", True, False, True, False),
+    ("1.29", "1.33", True, False, True, True),
+    ("1.34", None, True, True, True, True),
+]
+
+ALLOCATION_CANDIDATES = [
+    Variant(first, last, _object({
+        "allocation_requests": {"type": "array",
+                                "items": _allocation_request(dict_form, mappings)},
+        "provider_summaries": _map(_provider_summary(traits, tree),
+                                   key_pattern=UUID_KEY_PATTERN),
+    }))
+    for first, last, dict_form, mappings, traits, tree in _CANDIDATE_SHAPES
+]
+
+# --- errors --------------------------------------------------------------------
+
+
+def _error(code: bool) -> dict:
+    properties = {
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "title": {"type": "string"},
+        "detail": {"type": "string"},
+        "request_id": {"type": "string", "pattern": "^req-"},
+    }
+    if code:
+        properties["code"] = {"type": "string", "pattern": r"^placement\."}
+    return _object({"errors": {"type": "array", "minItems": 1, "maxItems": 1,
+                               "items": _object(properties)}})
+
+
+# The error body of the application: ``code`` from 1.23 on.
+ERROR = [
+    Variant("1.0", "1.22", _error(code=False)),
+    Variant("1.23", None, _error(code=True)),
+]
+
+# A microversion the service does not serve (406) or cannot parse (400):
+# no version was established, so no ``code``; the 406 names the range.
+_VERSION_ERROR_ITEM = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "integer", "enum": [400, 406]},
+        "title": {"type": "string"},
+        "detail": {"type": "string"},
+        "request_id": {"type": "string", "pattern": "^req-"},
+        "max_version": {"type": "string"},
+        "min_version": {"type": "string"},
+    },
+    "required": ["status", "title", "detail", "request_id"],
+    "additionalProperties": False,
+}
+MICROVERSION_ERROR = {
+    "type": "object",
+    "properties": {"errors": {"type": "array", "minItems": 1, "maxItems": 1,
+                              "items": _VERSION_ERROR_ITEM}},
+    "required": ["errors"],
+    "additionalProperties": False,
+}
+
+# 401 from the authentication layer: not the application's error format
+# (noauth2 answers WebOb's ``{"code", "message", "title"}``, keystone mode
+# keystonemiddleware's own body).
+UNAUTHORIZED = {"type": "object"}

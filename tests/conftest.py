@@ -1,0 +1,148 @@
+"""Runs the suite on every database backend (see tests/db.py).
+
+Tests take a database through the ``database`` fixture (a ``FreshDatabase``,
+parametrized over the backends) or the ``backend`` fixture (the name alone;
+``server_backend`` for MySQL and PostgreSQL only);
+gabbi tests carry a ``backend`` marker. Tests of a module that imports
+``FreshDatabase`` and calls it without a backend run once per backend too
+(the autouse ``implicit_backend`` fixture sets the default). A backend whose server is down is
+deselected, with the reason in the report header, except under CI
+(``CI=true``), where the run fails at once instead.
+
+The terminal summary shows the time spent per backend and the lines tests
+gave to the ``report`` fixture (e.g. the stress test's claims per second).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import pytest
+
+from tests import db
+
+_unavailable: dict[str, str] = {}
+_backend_of_test: dict[str, str] = {}
+_seconds_per_backend: collections.Counter = collections.Counter()
+_reported_lines: list[str] = []
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backend(name): the database backend the test runs on")
+    if _in_ci() and set(db.selected_backends()) != set(db.ALL_BACKENDS):
+        pytest.exit("PLACEMENT_TEST_BACKENDS may not narrow the backends under CI",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
+    for backend in db.selected_backends():
+        reason = db.server_unavailable_reason(backend)
+        if reason is None:
+            continue
+        if _in_ci():
+            pytest.exit(f"database backend {backend} is unavailable under CI: {reason}",
+                        returncode=pytest.ExitCode.INTERNAL_ERROR)
+        _unavailable[backend] = reason
+
+
+def pytest_report_header(config):
+    lines = []
+    for backend in db.selected_backends():
+        reason = _unavailable.get(backend)
+        state = f"UNAVAILABLE, its tests are deselected ({reason})" if reason else "available"
+        lines.append(f"database backend {backend}: {state}")
+    return lines
+
+
+def _backend_parameters(backends) -> list:
+    return [pytest.param(backend, id=backend, marks=pytest.mark.backend(backend))
+            for backend in backends]
+
+
+def _uses_fresh_database_directly(metafunc) -> bool:
+    """The test's module calls FreshDatabase() and the test does not choose a
+    backend itself (by fixture, or by a ``backend`` marker for a test that is
+    about one backend, e.g. SQLite files)."""
+    if "backend" in metafunc.fixturenames or "server_backend" in metafunc.fixturenames:
+        return False
+    if metafunc.definition.get_closest_marker("backend") is not None:
+        return False
+    return any(value is db.FreshDatabase for value in vars(metafunc.module).values())
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _backend_parameters(db.selected_backends()))
+    if _uses_fresh_database_directly(metafunc):
+        metafunc.parametrize("implicit_backend", _backend_parameters(db.selected_backends()),
+                             indirect=True)
+    if "server_backend" in metafunc.fixturenames:
+        # Tests of what only a database server does (deadlocks, connections).
+        metafunc.parametrize("server_backend", _backend_parameters(
+            [backend for backend in db.selected_backends() if backend != "sqlite"]))
+
+
+@pytest.fixture(autouse=True)
+def implicit_backend(request):
+    """The backend of FreshDatabase() without arguments during the test:
+    each backend in turn for tests of modules that call it (see above)."""
+    marker = request.node.get_closest_marker("backend")
+    backend = getattr(request, "param", marker.args[0] if marker else "sqlite")
+    previous, db.default_backend = db.default_backend, backend
+    yield backend
+    db.default_backend = previous
+
+
+@pytest.fixture
+def database(backend):
+    """A fresh, migrated database of each backend in turn."""
+    fresh = db.FreshDatabase(backend)
+    yield fresh
+    fresh.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect tests of a backend that is down or not selected."""
+    runnable = set(db.selected_backends()) - set(_unavailable)
+    kept, deselected = [], []
+    for item in items:
+        marker = item.get_closest_marker("backend")
+        if marker is None:
+            kept.append(item)
+        elif marker.args[0] in runnable:
+            kept.append(item)
+            _backend_of_test[item.nodeid] = marker.args[0]
+        else:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def pytest_runtest_logreport(report):
+    _seconds_per_backend[_backend_of_test.get(report.nodeid, "no database")] += report.duration
+
+
+@pytest.fixture
+def report():
+    """``report(line)`` shows ``line`` in the terminal summary of the run."""
+    return _reported_lines.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.section("database backends")
+    for backend, seconds in sorted(_seconds_per_backend.items()):
+        terminalreporter.write_line(f"{backend}: {seconds:.1f} s of tests")
+    for backend, reason in _unavailable.items():
+        terminalreporter.write_line(
+            f"NOTE: tests on database backend {backend} were deselected: {reason}",
+            yellow=True)
+    for line in _reported_lines:
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session):
+    db.drop_run_databases()

@@ -1,0 +1,64 @@
+"""The schema migrations build exactly the models of placement/db/tables.py,
+on every backend; fresh test databases hold nothing but the standard data."""
+
+from __future__ import annotations
+
+import os_resource_classes
+import os_traits
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from placement.db import api as db_api
+from placement.db import migration, tables
+from tests import db as test_db
+
+
+def test_migrations_from_empty_to_head_match_the_models(backend):
+    engine = db_api.create_engine(test_db.empty_database_url(backend))
+    try:
+        migration.upgrade(engine)
+        assert migration.current_revision(engine) == migration.head_revision()
+        with engine.connect() as connection:
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": True, "compare_server_default": True})
+            differences = compare_metadata(context, tables.metadata)
+    finally:
+        engine.dispose()
+    assert differences == []
+
+
+def _count(connection: sa.engine.Connection, table: sa.Table) -> int:
+    return connection.scalar(sa.select(sa.func.count()).select_from(table))
+
+
+def test_a_fresh_database_holds_only_the_standard_data(backend):
+    dirty = test_db.FreshDatabase(backend)
+    with dirty.db.writer() as connection:
+        connection.execute(tables.resource_providers.insert(), [
+            {"id": 1, "uuid": "a" * 36, "name": "root", "generation": 0},
+        ])
+        connection.execute(tables.resource_providers.insert(), [
+            {"id": 2, "uuid": "b" * 36, "name": "child", "generation": 0,
+             "root_provider_id": 1, "parent_provider_id": 1},
+        ])
+        connection.execute(tables.resource_classes.insert(), [{"id": 10000, "name": "CUSTOM_X"}])
+        connection.execute(tables.traits.insert(), [{"name": "CUSTOM_Y"}])
+        connection.execute(tables.allocations.insert(), [
+            {"resource_provider_id": 2, "consumer_id": "c" * 36, "resource_class_id": 0,
+             "used": 1},
+        ])
+    dirty.close()
+
+    fresh = test_db.FreshDatabase(backend)
+    try:
+        with fresh.db.reader() as connection:
+            for table in tables.metadata.sorted_tables:
+                if table is tables.resource_classes:
+                    assert _count(connection, table) == len(os_resource_classes.STANDARDS)
+                elif table is tables.traits:
+                    assert _count(connection, table) == len(os_traits.get_traits())
+                else:
+                    assert _count(connection, table) == 0, table.name
+    finally:
+        fresh.close()

@@ -1,0 +1,180 @@
+"""The OpenAPI document: valid OpenAPI 3.1, served without a token, in
+step with the route table, and built from the handlers' own schemas."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import webob
+from openapi_spec_validator import validate
+
+from placement import conf as placement_conf
+from placement import deploy, microversion, openapi, router
+from tests.db import FreshDatabase
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+@pytest.fixture(scope="module")
+def database():
+    database = FreshDatabase()
+    yield database
+    database.close()
+
+
+def _app(database, auth_strategy: str):
+    conf = placement_conf.build_conf(config_files=[])
+    conf.set_override("auth_strategy", auth_strategy, group="api")
+    return deploy.build_app(conf, db=database.db)
+
+
+def _documented_operations():
+    for path, item in openapi.document()["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield path, method, operation
+
+
+def test_document_is_valid_openapi_3_1():
+    document = openapi.document()
+    assert document["openapi"].startswith("3.1")
+    validate(document)
+
+
+@pytest.mark.parametrize("auth_strategy", ["noauth2", "keystone"])
+def test_served_without_token_or_policy(database, auth_strategy):
+    response = webob.Request.blank("/openapi.json").get_response(_app(database, auth_strategy))
+    assert response.status_int == 200, response.text
+    assert response.content_type == "application/json"
+    assert json.loads(response.body) == json.loads(json.dumps(openapi.document()))
+
+
+def test_other_paths_still_need_a_token(database):
+    response = webob.Request.blank("/resource_providers").get_response(
+        _app(database, "noauth2"))
+    assert response.status_int == 401
+
+
+def test_covers_every_route_and_method():
+    documented = {(path, method.upper()) for path, method, _ in _documented_operations()}
+    # '' is the mount point itself, served as '/' (OpenAPI paths start with '/').
+    routed = {(path, method) for path, methods in router.ROUTES.items() if path
+              for method in methods}
+    assert documented == routed
+
+
+def test_every_path_variable_is_a_parameter():
+    for path, _, operation in _documented_operations():
+        names = {parameter["name"] for parameter in operation["parameters"]
+                 if parameter.get("in") == "path"}
+        assert names == set(openapi.PATH_VARIABLE.findall(path)), path
+
+
+def test_every_operation_takes_the_microversion_header():
+    for path, method, operation in _documented_operations():
+        assert {"$ref": "#/components/parameters/OpenStackAPIVersion"} in \
+            operation["parameters"], (path, method)
+
+
+def _ranges_of(schema: dict) -> list[tuple[microversion.Version, microversion.Version]]:
+    variants = schema.get("anyOf", [schema])
+    return sorted((microversion.parse(v[openapi.EXTENSION]["min"]),
+                   microversion.parse(v[openapi.EXTENSION]["max"]))
+                  for v in variants if openapi.EXTENSION in v)
+
+
+def _assert_tiles(ranges, first: str, last: str, where: str) -> None:
+    """The variant ranges follow each other without gap or overlap, from
+    ``first`` to ``last``."""
+    assert ranges, where
+    assert ranges[0][0] == microversion.parse(first), where
+    assert ranges[-1][1] == microversion.parse(last), where
+    for (_, previous_end), (start, _) in zip(ranges, ranges[1:], strict=False):
+        assert start == (previous_end.major, previous_end.minor + 1), where
+
+
+def test_body_variants_cover_the_operation_range_exactly():
+    for path, method, operation in _documented_operations():
+        available = operation[openapi.EXTENSION]
+        for status, response in operation["responses"].items():
+            if "$ref" in response or "content" not in response:
+                continue
+            schema = response["content"]["application/json"]["schema"]
+            if not _ranges_of(schema):
+                continue
+            span = response.get(openapi.EXTENSION, available)
+            _assert_tiles(_ranges_of(schema), span["min"], span["max"],
+                          f"{method} {path} {status}")
+
+
+def test_success_statuses_tile_the_operation_range():
+    """Each version of an operation has its success answer documented."""
+    for path, method, operation in _documented_operations():
+        available = operation[openapi.EXTENSION]
+        first = microversion.parse(available["min"])
+        last = microversion.parse(available["max"])
+        for minor in range(first.minor, last.minor + 1):
+            version = microversion.Version(1, minor)
+            successes = [
+                status for status, response in operation["responses"].items()
+                if status.startswith("2") and (
+                    openapi.EXTENSION not in response
+                    or version.matches(response[openapi.EXTENSION]["min"],
+                                       response[openapi.EXTENSION]["max"]))]
+            assert successes, (path, method, str(version))
+
+
+def test_error_schema_follows_the_code_microversion():
+    error = {"status": 404, "title": "Not Found", "detail": "x", "request_id": "req-1"}
+    old = openapi.response_schema("/traits", "GET", 404, microversion.Version(1, 22))
+    new = openapi.response_schema("/traits", "GET", 404, microversion.Version(1, 23))
+    jsonschema.validate({"errors": [error]}, old)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"errors": [error]}, new)
+    jsonschema.validate({"errors": [{**error, "code": "placement.undefined_code"}]}, new)
+
+
+def test_response_schema_refuses_undocumented_answers():
+    with pytest.raises(LookupError):
+        openapi.response_schema("/resource_providers", "POST", 201,
+                                microversion.Version(1, 20))
+    with pytest.raises(LookupError):
+        openapi.response_schema("/resource_providers", "GET", 418, microversion.Version(1, 0))
+
+
+def _variant_at(schema: dict, version: microversion.Version) -> dict | None:
+    for variant in schema.get("anyOf", [schema]):
+        versions = variant[openapi.EXTENSION]
+        if version.matches(versions["min"], versions["max"]):
+            return {key: value for key, value in variant.items() if key != openapi.EXTENSION}
+    return None
+
+
+def test_request_bodies_are_the_handlers_schemas_at_every_version():
+    """No second copy: at each version the documented body is exactly the
+    schema the handler validates with."""
+    paths = openapi.document()["paths"]
+    for (path, method), operation in openapi.operations().items():
+        if operation.body is None:
+            continue
+        body = paths[path][method.lower()]["requestBody"]["content"]["application/json"]
+        for version in openapi.versions_in(operation.available):
+            assert _variant_at(body["schema"], version) == operation.body(version), \
+                (path, method, str(version))
+
+
+def test_query_parameters_are_the_handlers_query_schemas():
+    paths = openapi.document()["paths"]
+    for (path, method), operation in openapi.operations().items():
+        if operation.query is None:
+            continue
+        parameters = {parameter["name"]: parameter
+                      for parameter in paths[path][method.lower()]["parameters"]
+                      if parameter.get("in") == "query"}
+        for version in openapi.versions_in(operation.available):
+            for name, schema in operation.query(version).get("properties", {}).items():
+                assert parameters[name]["schema"] == schema, (path, name)
+                versions = parameters[name][openapi.EXTENSION]
+                assert version.matches(versions["min"], versions["max"]), (path, name)
