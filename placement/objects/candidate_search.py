@@ -217,6 +217,7 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
     forbidden_aggregates = group.aggregates.forbidden
     # the common request names no aggregate: skip those checks altogether
     check_aggregates = bool(group.aggregates)
+    forbidden_traits = group.traits.forbidden
     classes = sorted(group.resources)
     # class name -> providers able to give that class
     options: dict[str, list[int]] = {}
@@ -229,9 +230,10 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
                 continue
             if tree_root is not None and provider.root_id != tree_root:
                 continue
-            if not group.traits.forbidden.isdisjoint(provider.traits):
+            if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
                 continue
-            provider_in_aggregates = member_of.satisfied_by(provider.aggregates)
+            provider_in_aggregates = (not member_of
+                                      or member_of.satisfied_by(provider.aggregates))
             # A sharing provider is offered to other trees only when the
             # group has no in_tree and it is itself in the wanted aggregates.
             if provider.root_id != anchor and not (group.in_tree is None
