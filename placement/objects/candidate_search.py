@@ -448,6 +448,13 @@ def _unique(results: Iterable[Result]) -> Iterator[Result]:
             yield result
 
 
+def _alike(group: RequestGroup, other: RequestGroup) -> bool:
+    """Do the two groups have the same candidates (group_candidates treats
+    the unsuffixed group apart, and nothing else of the suffix matters)?"""
+    return (group.granular == other.granular
+            and dataclasses.replace(group, suffix="") == dataclasses.replace(other, suffix=""))
+
+
 def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool]:
     """Does a tree pass ``root_required``? Asked for every group candidate,
     hence answered once per root (and at once when there is no filter)."""
@@ -466,14 +473,22 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     """The allocation requests for ``groups`` (section 4), at most
     ``max_candidates`` (if > 0) and ``limit`` of them."""
     root_allowed = _root_filter(world, options.root_traits)
+    # Groups asking the same (typically resources1 and resources2 of one
+    # flavor) have the same candidates: the first such group's are reused.
+    first_alike = [next(earlier for earlier in range(index + 1)
+                        if _alike(groups[earlier], group))
+                   for index, group in enumerate(groups)]
 
     def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
         """The candidates of each group at ``anchor``; None when a group has none."""
         if not root_allowed(anchor):
             return None
-        candidates = []
-        for group in groups:
-            candidates.append(group_candidates(world, group, anchor))
+        candidates: list[list[GroupCandidate]] = []
+        for index, group in enumerate(groups):
+            if first_alike[index] < index:
+                candidates.append(candidates[first_alike[index]])
+            else:
+                candidates.append(group_candidates(world, group, anchor))
             if not candidates[-1]:
                 return None
         return candidates
