@@ -2,7 +2,8 @@
 
 ``find`` validates the names of the request, loads what the search needs
 with a fixed number of queries (independent of the number of providers;
-long id lists are sent in chunks), runs the in-memory search of
+long id lists are sent in chunks; with a small limit, the trees are loaded
+in a few batches as the search reaches them), runs the in-memory search of
 ``placement.objects.candidate_search`` and describes the providers involved.
 It never writes.
 """

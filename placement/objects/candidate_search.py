@@ -4,14 +4,17 @@
 ``placement.objects.allocation_candidate``); ``search`` turns request groups
 into allocation requests following allocation-candidates.md sections 3-4:
 
-* each group gives a list of *group candidates* (an anchor tree, the
-  allocations it would make, the providers it maps);
+* anchors (roots) are taken in order; at each, each group gives a list of
+  *group candidates* (the allocations it would make in that tree and the
+  sharing providers serving it, the providers it maps);
 * per anchor, one candidate per group is chosen depth-first, and every
   partial choice that already breaks capacity, ``group_policy=isolate``,
   ``same_subtree`` or the pre-1.29 rule (unless max_allocation_candidates
   must count those results first) is abandoned at once, so that the
   search never builds the whole cartesian product;
-* the search is a generator: it stops as soon as enough results exist.
+* the search is lazy: it stops as soon as enough results exist, before
+  the candidates of later anchors are even computed (or, for a world
+  loaded in batches, loaded).
 """
 
 from __future__ import annotations
