@@ -4,14 +4,17 @@
 ``placement.objects.allocation_candidate``); ``search`` turns request groups
 into allocation requests following allocation-candidates.md sections 3-4:
 
-* each group gives a list of *group candidates* (an anchor tree, the
-  allocations it would make, the providers it maps);
+* anchors (roots) are taken in order; at each, each group gives a list of
+  *group candidates* (the allocations it would make in that tree and the
+  sharing providers serving it, the providers it maps);
 * per anchor, one candidate per group is chosen depth-first, and every
   partial choice that already breaks capacity, ``group_policy=isolate``,
   ``same_subtree`` or the pre-1.29 rule (unless max_allocation_candidates
   must count those results first) is abandoned at once, so that the
   search never builds the whole cartesian product;
-* the search is a generator: it stops as soon as enough results exist.
+* the search is lazy: it stops as soon as enough results exist, before
+  the candidates of later anchors are even computed (or, for a world
+  loaded in batches, loaded).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import itertools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
+from typing import NamedTuple
 
 from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import InventoryUsage
@@ -49,26 +54,56 @@ class World:
     has_nesting: bool
     # in_tree uuid -> root id of its tree (absent: no such provider).
     tree_roots_by_uuid: dict[str, int]
-    # class name -> providers with an inventory of it
-    providers_by_class: dict[str, list[Provider]] = dataclasses.field(init=False)
+    # anchor (root) -> the providers of its tree and the sharing providers
+    # sharing with it, in the order of ``providers``
+    members: dict[int, list[Provider]] = dataclasses.field(init=False)
+    _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.providers_by_class = defaultdict(list)
-        for provider in self.providers.values():
-            for class_name in provider.inventories:
-                self.providers_by_class[class_name].append(provider)
+        self.members = defaultdict(list)
+        self._index_members(self.providers.values())
+
+    def _index_members(self, providers: Iterable[Provider]) -> None:
+        for provider in providers:
+            self.members[provider.root_id].append(provider)
+            for anchor in self.sharing_anchors.get(provider.id, ()):
+                if anchor != provider.root_id:
+                    self.members[anchor].append(provider)
+
+    def add_providers(self, providers: list[Provider], anchors: list[int]) -> None:
+        """Providers loaded after the world was made (see ``anchors``); the
+        members of ``anchors``, about to be searched, are put in id order."""
+        for provider in providers:
+            self.providers[provider.id] = provider
+        self._index_members(providers)
+        for anchor in anchors:
+            self.members[anchor].sort(key=attrgetter("id"))
+
+    def anchors(self) -> Iterator[int]:
+        """The roots the search may anchor candidates at, in order. A world
+        loaded lazily overrides this to load the trees of each anchor just
+        before it is searched."""
+        return iter(sorted(self.members))
 
     @property
     def spread_unsuffixed(self) -> bool:
         """Does the unsuffixed group spread over a tree and sharing providers?"""
         return self.has_nesting or bool(self.sharing_anchors)
 
-    def is_ancestor_or_self(self, ancestor_id: int, provider_id: int | None) -> bool:
-        while provider_id is not None:
-            if provider_id == ancestor_id:
-                return True
-            provider_id = self.providers[provider_id].parent_id
-        return False
+    def lineage(self, provider_id: int) -> frozenset[int]:
+        """The provider and its ancestors (cached: same_subtree asks often)."""
+        lineage = self._lineages.get(provider_id)
+        if lineage is None:
+            parent_id = self.providers[provider_id].parent_id
+            lineage = frozenset([provider_id]).union(
+                () if parent_id is None else self.lineage(parent_id))
+            self._lineages[provider_id] = lineage
+        return lineage
+
+    def in_one_subtree(self, provider_ids: set[int]) -> bool:
+        """Is one of ``provider_ids`` an ancestor (or self) of all the others?"""
+        common = frozenset.intersection(*(self.lineage(p) for p in provider_ids))
+        return not common.isdisjoint(provider_ids)
 
 
 @dataclasses.dataclass
@@ -98,8 +133,10 @@ class SearchOptions:
     breadth_first: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupCandidate:
+class GroupCandidate(NamedTuple):
+    """A tuple: a request makes thousands, and a frozen dataclass costs
+    several times more to build."""
+
     anchor: int
     # (provider id, class name, amount)
     allocations: tuple[tuple[int, str, int], ...]
@@ -119,117 +156,114 @@ class Result:
 
 
 # Group candidates --------------------------------------------------------
+#
+# Computed one anchor (a root) at a time, when the search reaches it: with a
+# limit, most anchors are never reached.
 
-def group_candidates(world: World, group: RequestGroup,
-                     root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
-    """Every way ``group`` alone can be satisfied (section 3)."""
+def group_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
+    """Every way ``group`` alone can be satisfied within the tree of
+    ``anchor`` and the sharing providers serving it (section 3)."""
     if not group.resources:
-        return _resourceless_candidates(world, group, root_allowed)
+        return _resourceless_candidates(world, group, anchor)
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return []
     if not group.granular and world.spread_unsuffixed:
-        return _spread_candidates(world, group, root_allowed)
-    return _single_candidates(world, group, root_allowed)
+        return _spread_candidates(world, group, anchor)
+    return _single_candidates(world, group, anchor)
 
 
 def _tree_root(world: World, group: RequestGroup) -> int | None:
     return None if group.in_tree is None else world.tree_roots_by_uuid[group.in_tree]
 
 
-def _anchors(world: World, provider: Provider, with_sharing: bool = True) -> list[int]:
-    """Roots a group candidate using ``provider`` may be anchored at: its own
-    root and, for a sharing provider, the roots of the trees it shares with."""
-    anchors = [provider.root_id]
-    if with_sharing and provider.id in world.sharing_anchors:
-        anchors += sorted(world.sharing_anchors[provider.id] - {provider.root_id})
-    return anchors
-
-
-def _single_candidates(world: World, group: RequestGroup,
-                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+def _single_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """All resources of the group from one provider (section 3b)."""
     tree_root = _tree_root(world, group)
+    resources = sorted(group.resources.items())
     candidates = []
-    for provider in world.providers_by_class[min(group.resources)]:
-        if tree_root is not None and provider.root_id != tree_root:
-            continue
-        if not all(class_name in provider.inventories
-                   and provider.inventories[class_name].fits(amount)
-                   for class_name, amount in group.resources.items()):
-            continue
-        if not (group.traits.satisfied_by(provider.traits)
-                and group.aggregates.satisfied_by(provider.aggregates)):
-            continue
-        allocations = tuple((provider.id, class_name, amount)
-                            for class_name, amount in sorted(group.resources.items()))
+    for provider in world.members[anchor]:
         # in_tree only chooses the provider here: a sharing provider in that
         # tree still serves every tree it shares with (unlike section 3a)
-        candidates += [GroupCandidate(anchor, allocations, frozenset([provider.id]))
-                       for anchor in _anchors(world, provider)
-                       if root_allowed(anchor)]
+        if tree_root is not None and provider.root_id != tree_root:
+            continue
+        inventories = provider.inventories
+        if not all(class_name in inventories and inventories[class_name].fits(amount)
+                   for class_name, amount in resources):
+            continue
+        if not ((not group.traits or group.traits.satisfied_by(provider.traits))
+                and (not group.aggregates
+                     or group.aggregates.satisfied_by(provider.aggregates))):
+            continue
+        allocations = tuple((provider.id, class_name, amount)
+                            for class_name, amount in resources)
+        candidates.append(GroupCandidate(anchor, allocations, frozenset([provider.id])))
     return candidates
 
 
 def _resourceless_candidates(world: World, group: RequestGroup,
-                             root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+                             anchor: int) -> list[GroupCandidate]:
     """Providers picked by traits and aggregates only (1.36+); no allocation."""
     if not (group.traits or group.aggregates):
         return []
     return [
         GroupCandidate(anchor, (), frozenset([provider.id]))
-        for provider in world.providers.values()
+        for provider in world.members[anchor]  # in_tree does not apply here
         if group.traits.satisfied_by(provider.traits)
         and group.aggregates.satisfied_by(provider.aggregates)
-        for anchor in _anchors(world, provider)  # in_tree does not apply here
-        if root_allowed(anchor)
     ]
 
 
-def _spread_candidates(world: World, group: RequestGroup,
-                       root_allowed: Callable[[int], bool]) -> list[GroupCandidate]:
+def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (section 3a)."""
     tree_root = _tree_root(world, group)
     member_of = AggregateFilter(required=group.aggregates.required)
-    # anchor -> class name -> providers able to give that class
-    options: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for class_name, amount in sorted(group.resources.items()):
-        for provider in world.providers_by_class[class_name]:
-            if not provider.inventories[class_name].fits(amount):
+    forbidden_aggregates = group.aggregates.forbidden
+    # the common request names no aggregate: skip those checks altogether
+    check_aggregates = bool(group.aggregates)
+    forbidden_traits = group.traits.forbidden
+    classes = sorted(group.resources)
+    # class name -> providers able to give that class
+    options: dict[str, list[int]] = {}
+    for class_name in classes:
+        amount = group.resources[class_name]
+        able = []
+        for provider in world.members[anchor]:
+            inventory = provider.inventories.get(class_name)
+            if inventory is None or not inventory.fits(amount):
                 continue
             if tree_root is not None and provider.root_id != tree_root:
                 continue
-            if not group.traits.forbidden.isdisjoint(provider.traits):
+            if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
                 continue
+            provider_in_aggregates = (not member_of
+                                      or member_of.satisfied_by(provider.aggregates))
             # A sharing provider is offered to other trees only when the
             # group has no in_tree and it is itself in the wanted aggregates.
-            anchors = _anchors(world, provider, group.in_tree is None
-                               and member_of.satisfied_by(provider.aggregates))
-            for anchor in anchors:
-                root = world.providers[anchor]
-                if not root_allowed(anchor):
-                    continue
-                if not (member_of.satisfied_by(provider.aggregates)
-                        or member_of.satisfied_by(root.aggregates)):
-                    continue
-                if not (group.aggregates.forbidden.isdisjoint(provider.aggregates)
-                        and group.aggregates.forbidden.isdisjoint(root.aggregates)):
-                    continue
-                options[anchor][class_name].append(provider.id)
-
-    classes = sorted(group.resources)
-    candidates = []
-    for anchor in sorted(options):
-        by_class = options[anchor]
-        if len(by_class) < len(classes):
-            continue
-        for choice in itertools.product(*(by_class[class_name] for class_name in classes)):
-            providers = frozenset(choice)
-            traits = set().union(*(world.providers[p].traits for p in providers))
-            if not group.traits.satisfied_by(traits):
+            if provider.root_id != anchor and not (group.in_tree is None
+                                                   and provider_in_aggregates):
                 continue
-            allocations = tuple((provider_id, class_name, group.resources[class_name])
-                                for provider_id, class_name in zip(choice, classes, strict=True))
-            candidates.append(GroupCandidate(anchor, allocations, providers))
+            if check_aggregates:
+                root = world.providers[anchor]
+                if not (provider_in_aggregates or member_of.satisfied_by(root.aggregates)):
+                    continue
+                if not (forbidden_aggregates.isdisjoint(provider.aggregates)
+                        and forbidden_aggregates.isdisjoint(root.aggregates)):
+                    continue
+            able.append(provider.id)
+        if not able:
+            return []
+        options[class_name] = able
+
+    check_traits = bool(group.traits.required)  # forbidden ones are checked above
+    candidates = []
+    for choice in itertools.product(*(options[class_name] for class_name in classes)):
+        providers = frozenset(choice)
+        if check_traits and not group.traits.satisfied_by(
+                set().union(*(world.providers[p].traits for p in providers))):
+            continue
+        allocations = tuple((provider_id, class_name, group.resources[class_name])
+                            for provider_id, class_name in zip(choice, classes, strict=True))
+        candidates.append(GroupCandidate(anchor, allocations, providers))
     return candidates
 
 
@@ -375,11 +409,20 @@ class _AnchorSearch:
             providers = set().union(*(chosen.providers for group, chosen
                                       in zip(self.groups, self.chosen, strict=False)
                                       if group.suffix in suffixes))
-            if len(providers) > 1 and not any(
-                    all(self.world.is_ancestor_or_self(top, other) for other in providers)
-                    for top in providers):
+            if len(providers) > 1 and not self.world.in_one_subtree(providers):
                 return False
         return True
+
+
+def _lone_group_results(group: RequestGroup, candidates: list[GroupCandidate]
+                        ) -> Iterator[Result]:
+    """The results of a request of one group: what _AnchorSearch would give
+    (each candidate fits on its own, and there is no other group to isolate
+    from or to share a subtree with), without its bookkeeping."""
+    for candidate in candidates:
+        yield Result({(provider_id, class_name): amount
+                      for provider_id, class_name, amount in candidate.allocations},
+                     {group.suffix: candidate.providers})
 
 
 def _one_provider_per_tree(world: World, result: Result) -> bool:
@@ -408,34 +451,70 @@ def _unique(results: Iterable[Result]) -> Iterator[Result]:
             yield result
 
 
+def _alike(group: RequestGroup, other: RequestGroup) -> bool:
+    """Do the two groups have the same candidates (group_candidates treats
+    the unsuffixed group apart, and nothing else of the suffix matters)?"""
+    return (group.granular == other.granular
+            and dataclasses.replace(group, suffix="") == dataclasses.replace(other, suffix=""))
+
+
+def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool]:
+    """Does a tree pass ``root_required``? Asked for every group candidate,
+    hence answered once per root (and at once when there is no filter)."""
+    if not root_traits:
+        return lambda root_id: True
+    allowed: dict[int, bool] = {}
+
+    def root_allowed(root_id: int) -> bool:
+        if root_id not in allowed:
+            allowed[root_id] = root_traits.satisfied_by(world.providers[root_id].traits)
+        return allowed[root_id]
+    return root_allowed
+
+
 def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
     """The allocation requests for ``groups`` (section 4), at most
     ``max_candidates`` (if > 0) and ``limit`` of them."""
-    root_traits = options.root_traits
+    root_allowed = _root_filter(world, options.root_traits)
+    # Groups asking the same (typically resources1 and resources2 of one
+    # flavor) have the same candidates: the first such group's are reused.
+    first_alike = [next(earlier for earlier in range(index + 1)
+                        if _alike(groups[earlier], group))
+                   for index, group in enumerate(groups)]
 
-    def root_allowed(root_id: int) -> bool:
-        return root_traits.satisfied_by(world.providers[root_id].traits)
+    def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
+        """The candidates of each group at ``anchor``; None when a group has none."""
+        if not root_allowed(anchor):
+            return None
+        candidates: list[list[GroupCandidate]] = []
+        for index, group in enumerate(groups):
+            if first_alike[index] < index:
+                candidates.append(candidates[first_alike[index]])
+            else:
+                candidates.append(group_candidates(world, group, anchor))
+            if not candidates[-1]:
+                return None
+        return candidates
 
-    by_anchor: list[dict[int, list[GroupCandidate]]] = []
-    for group in groups:
-        buckets: dict[int, list[GroupCandidate]] = defaultdict(list)
-        for candidate in group_candidates(world, group, root_allowed):
-            buckets[candidate.anchor].append(candidate)
-        if not buckets:
-            return []
-        by_anchor.append(buckets)
-    viable = sorted(set.intersection(*(set(buckets) for buckets in by_anchor)))
+    viable = (candidates for candidates in map(per_group, world.anchors())
+              if candidates is not None)
 
     # Below 1.29 in a nested world, results using two providers of one tree
     # are dropped only after max_candidates counted them (steps 8-9); without
     # that maximum the search may abandon them early, which is cheaper.
     one_provider_per_tree = not options.nested_aware and world.has_nesting
     prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
-    per_anchor = [_AnchorSearch(world, groups, options,
-                                [buckets[anchor] for buckets in by_anchor],
-                                prune_shared_trees).results()
-                  for anchor in viable]
-    stream = _round_robin(per_anchor) if options.breadth_first else itertools.chain(*per_anchor)
+    if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
+        # One group alone: each of its candidates already fits and is a result.
+        per_anchor = (_lone_group_results(groups[0], candidates[0])
+                      for candidates in viable)
+    else:
+        per_anchor = (_AnchorSearch(world, groups, options, candidates,
+                                    prune_shared_trees).results()
+                      for candidates in viable)
+    # lazily: with a small limit, most anchors are never searched
+    stream = (_round_robin(list(per_anchor)) if options.breadth_first
+              else itertools.chain.from_iterable(per_anchor))
     if world.sharing_anchors:
         # Only a sharing provider, reachable from several anchors, can make
         # the same result appear twice.

@@ -11,6 +11,7 @@ from placement.objects.candidate_search import (
     World,
     search,
 )
+from placement.objects.filters import TraitFilter
 from placement.objects.inventory import InventoryUsage
 
 
@@ -101,3 +102,18 @@ def test_max_candidates_counts_results_dropped_below_1_29():
     kept = search(world, GROUPS, SearchOptions(**options, max_candidates=5))
     assert [dict(r.allocations) for r in kept] == [{(7, "VCPU"): 2}]
     assert len(search(world, GROUPS, SearchOptions(**options))) == 1
+
+
+def test_alike_groups_share_candidates_but_not_unlike_ones():
+    """resources1 and resources2 asking the same reuse one candidate list;
+    a group differing only by its traits does not."""
+    world = two_flat_providers_with_two_children_each()
+    world.providers[3].traits = frozenset({"CUSTOM_FAST"})
+    world.providers[6].traits = frozenset({"CUSTOM_FAST"})
+    results = search(world, GROUPS, SearchOptions(group_policy="isolate"))
+    assert [(set(r.mappings["1"]), set(r.mappings["2"])) for r in results] == [
+        ({2}, {3}), ({3}, {2}), ({5}, {6}), ({6}, {5})]
+    fast = [GROUPS[0], RequestGroup("2", {"VCPU": 1}, TraitFilter(required=[{"CUSTOM_FAST"}]))]
+    results = search(world, fast, SearchOptions(group_policy="isolate"))
+    assert [(set(r.mappings["1"]), set(r.mappings["2"])) for r in results] == [
+        ({2}, {3}), ({5}, {6})]
