@@ -68,12 +68,13 @@ class InventoryUsage:
     step_size: int
     allocation_ratio: float
     used: int
+    # Truncated: for the integer amounts compared with it, ``amount <=
+    # capacity`` is the same as ``amount <= (total - reserved) * ratio``.
+    # Computed once: the candidate search asks for it thousands of times.
+    capacity: int = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def capacity(self) -> int:
-        # Truncated: for the integer amounts compared with it, ``amount <=
-        # capacity`` is the same as ``amount <= (total - reserved) * ratio``.
-        return capacity(self.total, self.reserved, self.allocation_ratio)
+    def __post_init__(self) -> None:
+        self.capacity = capacity(self.total, self.reserved, self.allocation_ratio)
 
     def fits_units(self, amount: int) -> bool:
         """Does ``amount`` obey min_unit, max_unit and step_size?"""
