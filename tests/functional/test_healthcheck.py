@@ -9,24 +9,16 @@ import os
 import pytest
 import webob
 
-from placement import conf as placement_conf
-from placement import deploy
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 
 @pytest.fixture
 def database():
+    # The backend the test runs on (see the backend marker), not a parameter.
     database = FreshDatabase()
     yield database
     database.close()
-
-
-def build(database, overrides=None):
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    for (group, option), value in (overrides or {}).items():
-        conf.set_override(option, value, group=group)
-    return deploy.build_app(conf, db=database.db)
 
 
 def probe(application, method="GET", accept="application/json", path="/healthcheck"):
@@ -35,7 +27,7 @@ def probe(application, method="GET", accept="application/json", path="/healthche
 
 
 def test_healthy_without_credentials(database):
-    application = build(database)
+    application = build_app(database)
     response = probe(application)
     assert response.status_int == 200
     assert json.loads(response.body) == {"detailed": False, "reasons": ["OK"]}
@@ -46,7 +38,7 @@ def test_healthy_without_credentials(database):
 
 @pytest.mark.backend("sqlite")  # moves the SQLite file away
 def test_unhealthy_while_the_database_is_gone(database):
-    application = build(database)
+    application = build_app(database)
     moved = database.path + ".moved"
     os.rename(database.path, moved)
     try:
@@ -63,7 +55,7 @@ def test_unhealthy_while_the_database_is_gone(database):
 
 @pytest.mark.backend("sqlite")  # moves the SQLite file away
 def test_details_only_when_configured(database):
-    application = build(database, {("healthcheck", "detailed"): True})
+    application = build_app(database, {("healthcheck", "detailed"): True})
     os.rename(database.path, database.path + ".moved")
     try:
         body = json.loads(probe(application).body)
@@ -76,7 +68,7 @@ def test_details_only_when_configured(database):
 
 def test_operator_backends_are_honoured(database, tmp_path):
     disable_file = tmp_path / "disabled"
-    application = build(database, {("healthcheck", "backends"): ["disable_by_file"],
+    application = build_app(database, {("healthcheck", "backends"): ["disable_by_file"],
                                    ("healthcheck", "disable_by_file_path"): str(disable_file)})
     assert probe(application).status_int == 200
     disable_file.write_text("draining")
@@ -84,6 +76,6 @@ def test_operator_backends_are_honoured(database, tmp_path):
 
 
 def test_other_methods_and_paths_go_to_the_api(database):
-    application = build(database)
+    application = build_app(database)
     assert probe(application, method="POST").status_int == 401
     assert probe(application, path="/healthcheck/more").status_int == 401

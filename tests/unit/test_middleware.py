@@ -8,26 +8,19 @@ import json
 import pytest
 import webob
 
-from placement import conf as placement_conf
-from placement import deploy, router
+from placement import router
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 SECRET = "password=hunter2 at db.example.com"
 
 
 @pytest.fixture
 def database():
+    # The backend the test runs on (see the backend marker), not a parameter.
     database = FreshDatabase()
     yield database
     database.close()
-
-
-def build(database, overrides=None):
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    for (group, option), value in (overrides or {}).items():
-        conf.set_override(option, value, group=group)
-    return deploy.build_app(conf, db=database.db)
 
 
 def call(application, path, **kwargs):
@@ -40,7 +33,7 @@ def test_unexpected_errors_become_a_json_500_that_leaks_nothing(database, monkey
         raise RuntimeError(SECRET)
 
     monkeypatch.setattr(router.Dispatcher, "__call__", explode)
-    response = call(build(database), "/resource_classes",
+    response = call(build_app(database), "/resource_classes",
                     headers={"OpenStack-API-Version": "placement 1.23"})
     assert response.status_int == 500
     assert response.content_type == "application/json"
@@ -62,18 +55,18 @@ PROXY_HEADERS = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "placement.ex
 
 
 def test_proxy_headers_ignored_by_default(database):
-    location = location_of_new_class(build(database), PROXY_HEADERS)
+    location = location_of_new_class(build_app(database), PROXY_HEADERS)
     assert location == "http://localhost/resource_classes/CUSTOM_PROXIED"
 
 
 def test_proxy_headers_honoured_when_enabled(database):
-    application = build(database, {("oslo_middleware", "enable_proxy_headers_parsing"): True})
+    application = build_app(database, {("oslo_middleware", "enable_proxy_headers_parsing"): True})
     location = location_of_new_class(application, PROXY_HEADERS)
     assert location == "https://placement.example.com/resource_classes/CUSTOM_PROXIED"
 
 
 def test_noauth2_without_token_is_a_webob_401(database):
-    response = webob.Request.blank("/resource_classes").get_response(build(database))
+    response = webob.Request.blank("/resource_classes").get_response(build_app(database))
     assert response.status_int == 401
     assert json.loads(response.body)["title"] == "Unauthorized"
     assert "openstack-api-version" not in response.headers
@@ -81,5 +74,5 @@ def test_noauth2_without_token_is_a_webob_401(database):
 
 
 def test_incoming_request_id_is_not_echoed(database):
-    response = call(build(database), "/", headers={"X-OpenStack-Request-ID": "req-mine"})
+    response = call(build_app(database), "/", headers={"X-OpenStack-Request-ID": "req-mine"})
     assert response.headers["x-openstack-request-id"] != "req-mine"
