@@ -9,20 +9,16 @@ from collections.abc import Iterator
 import pytest
 import webob
 
-from placement import conf as placement_conf
-from placement import deploy, router
+from placement import router
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 
 @pytest.fixture
 def app() -> Iterator:
     database = FreshDatabase()
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("connection", database.url, group="placement_database")
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    yield deploy.build_app(conf, db=database.db)
+    yield build_app(database)
     database.close()
-    conf.reset()
 
 
 def _broken_handler(request: webob.Request) -> webob.Response:

@@ -13,9 +13,9 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from placement import conf as placement_conf
-from placement import deploy, openapi
+from placement import openapi
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 EXAMPLES_PER_OPERATION = 30
 # Reproducible runs in CI; fresh examples on every local run.
@@ -25,9 +25,7 @@ IN_CI = bool(os.environ.get("CI"))
 @pytest.fixture(scope="module")
 def application():
     database = FreshDatabase()
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    yield deploy.build_app(conf, db=database.db)
+    yield build_app(database)
     database.close()
 
 

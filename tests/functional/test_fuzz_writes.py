@@ -16,10 +16,9 @@ import webob
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from placement import conf as placement_conf
-from placement import deploy
 from placement.db import tables
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 EXAMPLES_PER_ROUTE = 60
 # Reproducible runs in CI; fresh examples on every local run.
@@ -51,9 +50,7 @@ class World:
         if self.database is not None:
             self.database.close()
         self.database = FreshDatabase()
-        conf = placement_conf.build_conf(config_files=[])
-        conf.set_override("auth_strategy", "noauth2", group="api")
-        self.application = deploy.build_app(conf, db=self.database.db)
+        self.application = build_app(self.database)
         self.root, self.child, self.consumer = ROOT, CHILD, CONSUMER
         self._populate()
         return self

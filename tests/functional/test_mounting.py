@@ -11,9 +11,8 @@ from collections.abc import Iterator
 import pytest
 import webob
 
-from placement import conf as placement_conf
-from placement import deploy
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 from tests.fixtures.inventories import add_provider
 
 MOUNT = "/placement"
@@ -22,12 +21,8 @@ MOUNT = "/placement"
 @pytest.fixture
 def app() -> Iterator:
     database = FreshDatabase()
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("connection", database.url, group="placement_database")
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    yield deploy.build_app(conf, db=database.db), database.db
+    yield build_app(database), database.db
     database.close()
-    conf.reset()
 
 
 def _call(app, method: str, path_info: str, body: dict | None = None,

@@ -9,9 +9,8 @@ import uuid as uuid_lib
 import pytest
 import webob
 
-from placement import conf as placement_conf
-from placement import deploy
 from tests.db import FreshDatabase
+from tests.fixtures.base import build_app
 
 HEADERS = {"x-auth-token": "admin", "accept": "application/json",
            "content-type": "application/json", "openstack-api-version": "placement 1.19"}
@@ -20,11 +19,7 @@ HEADERS = {"x-auth-token": "admin", "accept": "application/json",
 @pytest.fixture
 def app():
     database = FreshDatabase()
-    conf = placement_conf.build_conf(config_files=[])
-    conf.set_override("connection", database.url, group="placement_database")
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    yield deploy.build_app(conf, db=database.db)
-    conf.reset()
+    yield build_app(database)
     database.close()
 
 
