@@ -1,20 +1,18 @@
 """Allocation candidates: which sets of providers could satisfy a request now.
 
-``find`` validates the names of the request, loads what the search needs
-with a fixed number of queries (independent of the number of providers;
-long id lists are sent in chunks; with a small limit, the trees are loaded
-in a few batches as the search reaches them), runs the in-memory search of
-``placement.objects.candidate_search`` and describes the providers involved.
-It never writes.
+``find`` validates the names of the request, takes the providers from this
+process's copy (``placement.objects.provider_cache``, checked against the
+database at each request), reads what changes without a generation (usages,
+aggregates) with a fixed number of queries (long id lists are sent in
+chunks), runs the in-memory search of ``placement.objects.candidate_search``
+and describes the providers involved. It never writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from operator import itemgetter
+from collections.abc import Iterator
 
 import os_traits
 import sqlalchemy as sa
@@ -22,7 +20,7 @@ from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
-from placement.objects import inventory, resource_class, resource_provider, trait
+from placement.objects import provider_cache, resource_class, trait
 from placement.objects.candidate_search import (
     Provider,
     RequestGroup,
@@ -32,20 +30,14 @@ from placement.objects.candidate_search import (
     search,
 )
 from placement.objects.inventory import InventoryUsage
+from placement.objects.provider_cache import CachedProvider, Snapshot, among, chunks
 
 __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
 
-_rp = tables.resource_providers
-_inv = tables.inventories
 _alloc = tables.allocations
-_trait = tables.traits
-_rp_trait = tables.resource_provider_traits
 _agg = tables.placement_aggregates
 _rp_agg = tables.resource_provider_aggregates
-
-# Ids per IN (...) list: well below every backend's limit on bound parameters.
-_CHUNK = 500
 
 
 @dataclasses.dataclass
@@ -98,9 +90,10 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
 
-    world = _LoadedWorld(connection, groups, options, class_ids)
+    snapshot = provider_cache.snapshot(connection)
+    world = _SnapshotWorld(connection, snapshot, groups, options, class_ids)
     results = search(world, groups, options)
-    summaries = _summaries(connection, world, results, options.nested_aware,
+    summaries = _summaries(connection, snapshot, results, options.nested_aware,
                            None if summarize_all_classes else set(requested_classes))
     return Candidates([_allocation_request(world, result) for result in results], summaries)
 
@@ -116,87 +109,63 @@ def _allocation_request(world: World, result: Result) -> AllocationRequest:
 
 # Loading -----------------------------------------------------------------
 
-def _chunks(ids: Iterable, size: int = _CHUNK) -> Iterator[list]:
-    ids = sorted(ids)
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
-
-
-def _among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
-    """``column IN (ids)`` with one expanding parameter: in_() of a list
-    coerces every element, which costs milliseconds for long lists."""
-    return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
-
-
-def _inventories(connection: sa.engine.Connection, condition: sa.ColumnElement
-                 ) -> list[sa.Row]:
-    """Inventory rows matching ``condition`` with ``used`` (sum of allocations)."""
-    used = (
-        # cast: SUM is a DECIMAL on MySQL
-        sa.select(sa.cast(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0), sa.Integer))
-        .where(_alloc.c.resource_provider_id == _inv.c.resource_provider_id,
-               _alloc.c.resource_class_id == _inv.c.resource_class_id)
-        .scalar_subquery()
-    )
-    return connection.execute(
-        sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
-                  _rp.c.root_provider_id,
-                  # the fields of InventoryUsage, in order (see _inventory_of)
-                  _inv.c.total, _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit,
-                  _inv.c.step_size, _inv.c.allocation_ratio, used.label("used"))
-        .join(_rp, _rp.c.id == _inv.c.resource_provider_id)
+def _usages(connection: sa.engine.Connection, condition: sa.ColumnElement
+            ) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> amount allocated, for the allocations
+    matching ``condition``."""
+    rows = connection.execute(
+        sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
+                  sa.func.sum(_alloc.c.used))
         .where(condition)
-    ).all()
+        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
+    # int(): SUM is a DECIMAL on MySQL
+    return {(provider_id, class_id): int(used) for provider_id, class_id, used in rows}
 
 
-def _inventory_of(row: sa.Row) -> InventoryUsage:
-    # positional: attribute access on thousands of rows costs more
-    return InventoryUsage(*row[3:])
+def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
+    # the snapshot's records are shared between requests: never changed in place
+    return dataclasses.replace(inventory_usage, used=used) if used else inventory_usage
 
 
-def _sharing_anchors(connection: sa.engine.Connection) -> dict[int, set[int]]:
+def _sharing_anchors(connection: sa.engine.Connection, snapshot: Snapshot
+                     ) -> dict[int, set[int]]:
     """Sharing provider id -> roots of the trees it shares with, its own
-    root included (one query)."""
-    sharing = aliased(_rp)
+    root included (aggregates are read afresh: they change without a
+    generation)."""
+    sharing_ids = [provider.id for provider in snapshot.providers.values()
+                   if os_traits.MISC_SHARES_VIA_AGGREGATE in provider.traits]
+    anchors = {provider_id: {snapshot.providers[provider_id].row.root_id}
+               for provider_id in sharing_ids}
     sharing_agg = aliased(_rp_agg)
     member_agg = aliased(_rp_agg)
-    member = aliased(_rp)
-    rows = connection.execute(
-        sa.select(sharing.c.id, sharing.c.root_provider_id,
-                  member.c.root_provider_id.label("anchor_id"))
-        .select_from(_rp_trait)
-        .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
-        .join(sharing, sharing.c.id == _rp_trait.c.resource_provider_id)
-        .outerjoin(sharing_agg, sharing_agg.c.resource_provider_id == sharing.c.id)
-        .outerjoin(member_agg, member_agg.c.aggregate_id == sharing_agg.c.aggregate_id)
-        .outerjoin(member, member.c.id == member_agg.c.resource_provider_id)
-        .where(_trait.c.name == os_traits.MISC_SHARES_VIA_AGGREGATE)
-    )
-    anchors: dict[int, set[int]] = defaultdict(set)
-    for row in rows:
-        anchors[row.id].add(row.root_provider_id)
-        if row.anchor_id is not None:
-            anchors[row.id].add(row.anchor_id)
-    return dict(anchors)
+    for chunk in chunks(sharing_ids):
+        for sharing_id, member_id in connection.execute(
+                sa.select(sharing_agg.c.resource_provider_id, member_agg.c.resource_provider_id)
+                .join(member_agg, member_agg.c.aggregate_id == sharing_agg.c.aggregate_id)
+                .where(among(sharing_agg.c.resource_provider_id, chunk))):
+            member = snapshot.providers.get(member_id)
+            if member is not None:  # created after the snapshot: not searched
+                anchors[sharing_id].add(member.row.root_id)
+    return anchors
 
 
-class _LoadedWorld(World):
-    """The part of the database the search needs, loaded as the search goes:
-    the trees of the anchors (roots) in batches of growing size, each batch
-    just before its anchors are searched, with the sharing providers serving
+class _SnapshotWorld(World):
+    """The part of the provider snapshot the search needs, as ``Provider``
+    records with this request's usages, made as the search goes: the trees
+    of the anchors (roots) in batches of growing size, each batch just
+    before its anchors are searched, with the sharing providers serving
     them. With a limit, the search usually stops long before the last batch.
 
     Every tree that has an inventory of a requested class or a sharing
-    provider serving it is an anchor. Trees are loaded with the inventories
-    of the requested classes and the traits and aggregates the request
-    names; providers without a requested class matter only to resourceless
-    groups and same_subtree (and to summaries, loaded later), so whole trees
-    are loaded only when the request has those.
+    provider serving it is an anchor. Providers carry the inventories of the
+    requested classes and the aggregates the request names; providers
+    without a requested class matter only to resourceless groups and
+    same_subtree, so whole trees are taken only when the request has those.
     """
 
-    def __init__(self, connection: sa.engine.Connection, groups: list[RequestGroup],
-                 options: SearchOptions, class_ids: dict[str, int]):
-        self._connection = connection
+    def __init__(self, connection: sa.engine.Connection, snapshot: Snapshot,
+                 groups: list[RequestGroup], options: SearchOptions, class_ids: dict[str, int]):
+        self._snapshot = snapshot
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
         self._whole_trees = bool(options.same_subtree) or not all(
             group.resources for group in groups)
@@ -205,45 +174,29 @@ class _LoadedWorld(World):
         everything = (options.limit is None or options.randomize or options.breadth_first
                       or options.max_candidates > 0)
         self._first_batch = None if everything else max(8, options.limit)
+        self._used = _usages(connection, _alloc.c.resource_class_id.in_(sorted(self._class_names)))
+        self._aggregates = self._named_aggregates(connection, groups)
 
-        has_nesting = connection.execute(
-            sa.select(_rp.c.id).where(_rp.c.parent_provider_id.is_not(None)).limit(1)
-        ).first() is not None
-        in_tree_uuids = {group.in_tree for group in groups if group.in_tree is not None}
-        tree_roots_by_uuid = {}
-        if in_tree_uuids:
-            tree_roots_by_uuid = dict(connection.execute(
-                sa.select(_rp.c.uuid, _rp.c.root_provider_id)
-                .where(_rp.c.uuid.in_(sorted(in_tree_uuids)))).all())
-        super().__init__({}, _sharing_anchors(connection), has_nesting, tree_roots_by_uuid)
+        tree_roots_by_uuid = {
+            uuid: snapshot.providers[snapshot.ids_by_uuid[uuid]].row.root_id
+            for uuid in {group.in_tree for group in groups if group.in_tree is not None}
+            if uuid in snapshot.ids_by_uuid}
+        super().__init__({}, _sharing_anchors(connection, snapshot), snapshot.has_nesting,
+                         tree_roots_by_uuid)
 
         roots = set().union(*self.sharing_anchors.values())
-        roots.update(connection.execute(
-            sa.select(_rp.c.root_provider_id).distinct()
-            .join(_inv, _inv.c.resource_provider_id == _rp.c.id)
-            .where(_inv.c.resource_class_id.in_(sorted(self._class_names)))).scalars())
+        for class_id in self._class_names:
+            roots.update(snapshot.providers[provider_id].row.root_id
+                         for provider_id in snapshot.holders.get(class_id, ()))
         self._anchor_ids = sorted(roots)
-        self._traits = self._named_traits(groups, options)
-        self._aggregates = self._named_aggregates(groups)
 
-    def _named_traits(self, groups: list[RequestGroup], options: SearchOptions
-                      ) -> dict[int, frozenset[str]]:
-        trait_names = set(options.root_traits.names()).union(
-            *(group.traits.names() for group in groups))
-        traits: dict[int, set[str]] = defaultdict(set)
-        if trait_names:
-            for provider_id, name in self._connection.execute(
-                    sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
-                    .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
-                    .where(_trait.c.name.in_(sorted(trait_names)))):
-                traits[provider_id].add(name)
-        return {provider_id: frozenset(names) for provider_id, names in traits.items()}
-
-    def _named_aggregates(self, groups: list[RequestGroup]) -> dict[int, frozenset[str]]:
+    @staticmethod
+    def _named_aggregates(connection: sa.engine.Connection, groups: list[RequestGroup]
+                          ) -> dict[int, frozenset[str]]:
         aggregate_uuids = set().union(*(group.aggregates.names() for group in groups))
         aggregates: dict[int, set[str]] = defaultdict(set)
-        for chunk in _chunks(aggregate_uuids):
-            for provider_id, aggregate_uuid in self._connection.execute(
+        for chunk in chunks(aggregate_uuids):
+            for provider_id, aggregate_uuid in connection.execute(
                     sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
                     .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
                     .where(_agg.c.uuid.in_(chunk))):
@@ -254,106 +207,78 @@ class _LoadedWorld(World):
         # Each anchor usually gives a result or more: a first batch of
         # ``limit`` anchors mostly suffices, growing if it does not.
         size, start = self._first_batch or len(self._anchor_ids), 0
-        if 2 * size >= len(self._anchor_ids):
-            # Two batches would cost more than one, and one is cheaper
-            # without naming its roots.
-            self._load(self._anchor_ids, every_root=True)
-            yield from self._anchor_ids
-            return
         while start < len(self._anchor_ids):
             batch = self._anchor_ids[start:start + size]
-            self._load(batch)
+            self._add_trees(batch)
             yield from batch
             start += size
             size *= 2
 
-    def _load(self, batch: list[int], every_root: bool = False) -> None:
-        """The trees of ``batch`` (``every_root``: all anchors) and the
-        sharing providers serving them, unless already loaded."""
-        batch_set = set(batch)
-        sharing_ids = [
-            provider_id for provider_id, anchors in sorted(self.sharing_anchors.items())
-            if provider_id not in self.providers and not anchors.isdisjoint(batch_set)]
-        # chunks of roots, the sharing providers (a handful per thousand
-        # providers) along with the first ones
-        conditions = [
-            sa.or_(*(condition for condition in pair if condition is not None))
-            for pair in itertools.zip_longest(
-                [_among(_rp.c.root_provider_id, chunk) for chunk in _chunks(batch)],
-                [_among(_rp.c.id, chunk) for chunk in _chunks(sharing_ids)])]
-        requested = _inv.c.resource_class_id.in_(sorted(self._class_names))
-        inventory_rows = {}
-        for condition in [requested] if every_root else [sa.and_(requested, condition)
-                                                         for condition in conditions]:
-            for row in _inventories(self._connection, condition):
-                if row[0] not in self.providers:
-                    inventory_rows[row[0], row[1]] = row
-        if not self._whole_trees:
-            wanted = batch_set.union(sharing_ids, (key[0] for key in inventory_rows))
-            conditions = [_among(_rp.c.id, chunk) for chunk in _chunks(wanted)]
-        rows = []
-        for condition in conditions:
-            rows += self._connection.execute(
-                sa.select(_rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id,
-                          _rp.c.root_provider_id).where(condition)).all()
-        providers = {}
-        for provider_id, uuid, parent_id, root_id in sorted(rows, key=itemgetter(0)):
-            if provider_id not in self.providers:
-                providers[provider_id] = Provider(
-                    provider_id, uuid, parent_id, root_id,
-                    traits=self._traits.get(provider_id, frozenset()),
-                    aggregates=self._aggregates.get(provider_id, frozenset()))
-        for (provider_id, class_id), row in inventory_rows.items():
-            providers[provider_id].inventories[self._class_names[class_id]] = _inventory_of(row)
-        self.add_providers(list(providers.values()), batch)
+    def _add_trees(self, batch: list[int]) -> None:
+        """The providers of the trees of ``batch`` and the sharing
+        providers serving them, unless already added."""
+        snapshot = self._snapshot
+        wanted = [provider_id for provider_id, anchors in self.sharing_anchors.items()
+                  if provider_id not in self.providers and not anchors.isdisjoint(batch)]
+        for root_id in batch:
+            tree = snapshot.trees[root_id]
+            if self._whole_trees:
+                wanted += tree
+            else:
+                wanted += [provider_id for provider_id in tree
+                           if provider_id == root_id
+                           or not self._class_names.keys().isdisjoint(
+                               snapshot.providers[provider_id].inventories)]
+        self.add_providers([self._provider(snapshot.providers[provider_id])
+                            for provider_id in sorted(set(wanted))
+                            if provider_id not in self.providers], batch)
+
+    def _provider(self, cached: CachedProvider) -> Provider:
+        row = cached.row
+        inventories = {}
+        for class_id, inventory_usage in cached.inventories.items():
+            class_name = self._class_names.get(class_id)
+            if class_name is not None:
+                inventories[class_name] = _with_usage(
+                    inventory_usage, self._used.get((row.id, class_id), 0))
+        return Provider(row.id, row.uuid, row.parent_id, row.root_id, inventories,
+                        cached.traits, self._aggregates.get(row.id, frozenset()))
 
 
 # Provider summaries --------------------------------------------------------
 
-def _summaries(connection: sa.engine.Connection, world: World, results: list[Result],
+def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: list[Result],
                nested_aware: bool, only_classes: set[str] | None) -> list[ProviderSummary]:
     """Every provider of every tree giving resources to a result (only the
     giving providers themselves below 1.29 in a nested world)."""
     giving = {provider_id for result in results for provider_id, _ in result.allocations}
-    if nested_aware or not world.has_nesting:
-        wanted = {world.providers[provider_id].root_id for provider_id in giving}
-        column = _rp.c.root_provider_id
+    if nested_aware or not snapshot.has_nesting:
+        roots = {snapshot.providers[provider_id].row.root_id for provider_id in giving}
+        wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
-        wanted, column = giving, _rp.c.id
-    summarized: list[sa.Row] = []
-    traits: dict[int, list[str]] = defaultdict(list)
-    inventory_rows = []
-    for chunk in _chunks(wanted):
-        rows = connection.execute(
-            resource_provider.select_providers().where(column.in_(chunk))).all()
-        summarized += rows
-        provider_ids = [row.id for row in rows]
-        for provider_id, name in connection.execute(
-                sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
-                .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
-                .where(_rp_trait.c.resource_provider_id.in_(provider_ids))
-                .order_by(_trait.c.id)):
-            traits[provider_id].append(name)
-        inventory_rows += _inventories(connection, _inv.c.resource_provider_id.in_(provider_ids))
-
-    resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
-    class_names = resource_class.names_from_ids(
-        connection, {row[1] for row in inventory_rows})
-    # positional (see _inventories): thousands of rows
-    for (provider_id, class_id, _, total, reserved, _, _, _, allocation_ratio,
-         used) in sorted(inventory_rows, key=itemgetter(1)):
-        class_name = class_names[class_id]
-        if only_classes is None or class_name in only_classes:
-            resources[provider_id][class_name] = ResourceSummary(
-                inventory.capacity(total, reserved, allocation_ratio), used)
-
-    return [
-        ProviderSummary(
+        wanted = sorted(giving)
+    used: dict[tuple[int, int], int] = {}
+    for chunk in chunks(wanted):
+        used.update(_usages(connection, among(_alloc.c.resource_provider_id, chunk)))
+    class_names = resource_class.names_from_ids(connection, {
+        class_id for provider_id in wanted
+        for class_id in snapshot.providers[provider_id].inventories})
+    summaries = []
+    for provider_id in wanted:
+        provider = snapshot.providers[provider_id]
+        row = provider.row
+        resources = {}
+        for class_id in sorted(provider.inventories):
+            class_name = class_names[class_id]
+            if only_classes is None or class_name in only_classes:
+                resources[class_name] = ResourceSummary(
+                    provider.inventories[class_id].capacity, used.get((provider_id, class_id), 0))
+        summaries.append(ProviderSummary(
             uuid=row.uuid,
-            parent_provider_uuid=row.parent_provider_uuid,
-            root_provider_uuid=row.root_provider_uuid,
-            resources=resources[row.id],
-            traits=traits[row.id],
-        )
-        for row in sorted(summarized, key=lambda row: row.id)
-    ]
+            parent_provider_uuid=(None if row.parent_id is None
+                                  else snapshot.providers[row.parent_id].row.uuid),
+            root_provider_uuid=snapshot.providers[row.root_id].row.uuid,
+            resources=resources,
+            traits=list(provider.trait_names),
+        ))
+    return summaries
