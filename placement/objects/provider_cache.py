@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
@@ -49,9 +50,10 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ProviderRow:
-    """What every request reads of every provider to validate the copy."""
+class ProviderRow(NamedTuple):
+    """What every request reads of every provider to validate the copy (a
+    tuple: compared with the database rows as they come, thousands of
+    times per request)."""
 
     id: int
     uuid: str
@@ -106,6 +108,10 @@ class Snapshot:
 EMPTY = Snapshot.build({})
 
 
+_SCAN = sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation, _rp.c.parent_provider_id,
+                  _rp.c.root_provider_id)
+
+
 class ProviderCache:
     """The newest snapshot of one database, refreshed by ``current``."""
 
@@ -117,18 +123,16 @@ class ProviderCache:
     def current(self, connection: sa.engine.Connection) -> Snapshot:
         """The providers as ``connection``'s transaction sees them (data
         possibly newer, never older)."""
-        rows = [ProviderRow(*row) for row in connection.execute(
-            sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation, _rp.c.parent_provider_id,
-                      _rp.c.root_provider_id))]
+        rows = connection.execute(_SCAN).all()
         with self._lock:
             snapshot = self._snapshot
             kept = snapshot.providers
-            stale = [row for row in rows
-                     if row.id not in kept or kept[row.id].row != row]
+            stale = [ProviderRow(*row) for row in rows
+                     if row[0] not in kept or kept[row[0]].row != row]
             if not stale and len(rows) == len(kept):
                 return snapshot
-            providers = {row.id: kept[row.id] for row in rows
-                         if row.id in kept and kept[row.id].row == row}
+            providers = {row[0]: kept[row[0]] for row in rows
+                         if row[0] in kept and kept[row[0]].row == row}
             providers.update(_load(connection, stale, every=len(stale) == len(rows)))
             self._snapshot = Snapshot.build(providers)
             return self._snapshot
