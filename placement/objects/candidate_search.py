@@ -214,20 +214,26 @@ def _resourceless_candidates(world: World, group: RequestGroup,
 
 
 def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
-    """The unsuffixed group over trees and sharing providers (section 3a)."""
+    """The unsuffixed group over trees and sharing providers (section 3a).
+    Called for every anchor: the common case (no in_tree, traits or
+    aggregates) runs through the fewest checks."""
     tree_root = _tree_root(world, group)
-    member_of = AggregateFilter(required=group.aggregates.required)
+    required_aggregates = group.aggregates.required
+    member_of = AggregateFilter(required=required_aggregates)
     forbidden_aggregates = group.aggregates.forbidden
     # the common request names no aggregate: skip those checks altogether
     check_aggregates = bool(group.aggregates)
     forbidden_traits = group.traits.forbidden
+    sharing_allowed = group.in_tree is None
+    root = world.providers[anchor] if check_aggregates else None
+    members = world.members[anchor]
     classes = sorted(group.resources)
     # class name -> providers able to give that class
-    options: dict[str, list[int]] = {}
+    options: list[list[int]] = []
     for class_name in classes:
         amount = group.resources[class_name]
         able = []
-        for provider in world.members[anchor]:
+        for provider in members:
             inventory = provider.inventories.get(class_name)
             if inventory is None or not inventory.fits(amount):
                 continue
@@ -235,15 +241,13 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
                 continue
             if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
                 continue
-            provider_in_aggregates = (not member_of
+            provider_in_aggregates = (not required_aggregates
                                       or member_of.satisfied_by(provider.aggregates))
             # A sharing provider is offered to other trees only when the
             # group has no in_tree and it is itself in the wanted aggregates.
-            if provider.root_id != anchor and not (group.in_tree is None
-                                                   and provider_in_aggregates):
+            if provider.root_id != anchor and not (sharing_allowed and provider_in_aggregates):
                 continue
             if check_aggregates:
-                root = world.providers[anchor]
                 if not (provider_in_aggregates or member_of.satisfied_by(root.aggregates)):
                     continue
                 if not (forbidden_aggregates.isdisjoint(provider.aggregates)
@@ -252,17 +256,17 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
             able.append(provider.id)
         if not able:
             return []
-        options[class_name] = able
+        options.append(able)
 
-    check_traits = bool(group.traits.required)  # forbidden ones are checked above
+    required_traits = group.traits.required  # forbidden ones are checked above
+    amounts = [group.resources[class_name] for class_name in classes]
     candidates = []
-    for choice in itertools.product(*(options[class_name] for class_name in classes)):
+    for choice in itertools.product(*options):
         providers = frozenset(choice)
-        if check_traits and not group.traits.satisfied_by(
+        if required_traits and not group.traits.satisfied_by(
                 set().union(*(world.providers[p].traits for p in providers))):
             continue
-        allocations = tuple((provider_id, class_name, group.resources[class_name])
-                            for provider_id, class_name in zip(choice, classes, strict=True))
+        allocations = tuple(zip(choice, classes, amounts, strict=True))
         candidates.append(GroupCandidate(anchor, allocations, providers))
     return candidates
 
@@ -442,13 +446,20 @@ def _round_robin(iterators: list[Iterator[Result]]) -> Iterator[Result]:
         active = still_active
 
 
-def _unique(results: Iterable[Result]) -> Iterator[Result]:
+def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
+    """``results`` without repeats. Only a result made of sharing providers
+    alone can repeat (it is found at every anchor they serve); a result
+    with any other provider comes from the one anchor that is its root."""
+    sharing = world.sharing_anchors
     seen: set[tuple] = set()
     for result in results:
-        key = result.key()
-        if key not in seen:
+        if all(provider_id in sharing
+               for providers in result.mappings.values() for provider_id in providers):
+            key = result.key()
+            if key in seen:
+                continue
             seen.add(key)
-            yield result
+        yield result
 
 
 def _alike(group: RequestGroup, other: RequestGroup) -> bool:
@@ -518,7 +529,7 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     if world.sharing_anchors:
         # Only a sharing provider, reachable from several anchors, can make
         # the same result appear twice.
-        stream = _unique(stream)
+        stream = _unique(world, stream)
     if options.max_candidates > 0:
         stream = itertools.islice(stream, options.max_candidates)
         if one_provider_per_tree:
