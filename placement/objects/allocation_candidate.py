@@ -165,6 +165,7 @@ class _SnapshotWorld(World):
 
     def __init__(self, connection: sa.engine.Connection, snapshot: Snapshot,
                  groups: list[RequestGroup], options: SearchOptions, class_ids: dict[str, int]):
+        self._connection = connection
         self._snapshot = snapshot
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
         self._whole_trees = bool(options.same_subtree) or not all(
@@ -174,7 +175,8 @@ class _SnapshotWorld(World):
         everything = (options.limit is None or options.randomize or options.breadth_first
                       or options.max_candidates > 0)
         self._first_batch = None if everything else max(8, options.limit)
-        self._used = _usages(connection, _alloc.c.resource_class_id.in_(sorted(self._class_names)))
+        # (provider id, class id) -> used, of the providers added so far
+        self._used: dict[tuple[int, int], int] = {}
         self._aggregates = self._named_aggregates(connection, groups)
 
         tree_roots_by_uuid = {
@@ -207,16 +209,20 @@ class _SnapshotWorld(World):
         # Each anchor usually gives a result or more: a first batch of
         # ``limit`` anchors mostly suffices, growing if it does not.
         size, start = self._first_batch or len(self._anchor_ids), 0
+        if 2 * size >= len(self._anchor_ids):
+            # two batches would read more usages than one
+            size = len(self._anchor_ids)
         while start < len(self._anchor_ids):
             batch = self._anchor_ids[start:start + size]
-            self._add_trees(batch)
+            self._add_trees(batch, every=size == len(self._anchor_ids))
             yield from batch
             start += size
             size *= 2
 
-    def _add_trees(self, batch: list[int]) -> None:
-        """The providers of the trees of ``batch`` and the sharing
-        providers serving them, unless already added."""
+    def _add_trees(self, batch: list[int], every: bool) -> None:
+        """The providers of the trees of ``batch`` (``every``: all anchors)
+        and the sharing providers serving them, unless already added, with
+        their usages."""
         snapshot = self._snapshot
         wanted = [provider_id for provider_id, anchors in self.sharing_anchors.items()
                   if provider_id not in self.providers and not anchors.isdisjoint(batch)]
@@ -229,9 +235,15 @@ class _SnapshotWorld(World):
                            if provider_id == root_id
                            or not self._class_names.keys().isdisjoint(
                                snapshot.providers[provider_id].inventories)]
+        added = sorted(set(wanted).difference(self.providers))
+        requested = _alloc.c.resource_class_id.in_(sorted(self._class_names))
+        # all at once is cheaper than naming the providers of every tree
+        for condition in [requested] if every else [
+                sa.and_(requested, among(_alloc.c.resource_provider_id, chunk))
+                for chunk in chunks(added)]:
+            self._used.update(_usages(self._connection, condition))
         self.add_providers([self._provider(snapshot.providers[provider_id])
-                            for provider_id in sorted(set(wanted))
-                            if provider_id not in self.providers], batch)
+                            for provider_id in added], batch)
 
     def _provider(self, cached: CachedProvider) -> Provider:
         row = cached.row

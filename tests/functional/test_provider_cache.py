@@ -185,3 +185,17 @@ def test_usages_follow_allocations_and_stay_out_of_the_copy(client):
     body = client.candidates("resources=VCPU:1")
     assert body["provider_summaries"][compute]["resources"]["VCPU"] == {
         "capacity": 4, "used": 0}
+
+
+def test_usages_of_trees_searched_in_later_batches(client):
+    """With a small limit the trees are taken in batches, each with its own
+    usages: here the first batch and most of the second are full."""
+    computes = [client.provider(f"cn{index}", VCPU=4) for index in range(20)]
+    project, user = str(uuid_lib.uuid4()), str(uuid_lib.uuid4())
+    for compute in computes[:15]:
+        client.call("PUT", f"/allocations/{uuid_lib.uuid4()}", {
+            "allocations": {compute: {"resources": {"VCPU": 4}}},
+            "project_id": project, "user_id": user, "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
+    assert client.candidate_providers("resources=VCPU:1&limit=2") == [
+        {computes[15]}, {computes[16]}]
