@@ -186,11 +186,9 @@ class _SnapshotWorld(World):
         super().__init__({}, _sharing_anchors(connection, snapshot), snapshot.has_nesting,
                          tree_roots_by_uuid)
 
-        roots = set().union(*self.sharing_anchors.values())
-        for class_id in self._class_names:
-            roots.update(snapshot.providers[provider_id].row.root_id
-                         for provider_id in snapshot.holders.get(class_id, ()))
-        self._anchor_ids = sorted(roots)
+        self._anchor_ids = sorted(set().union(
+            *self.sharing_anchors.values(),
+            *(snapshot.holder_roots.get(class_id, ()) for class_id in self._class_names)))
 
     @staticmethod
     def _named_aggregates(connection: sa.engine.Connection, groups: list[RequestGroup]

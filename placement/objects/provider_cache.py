@@ -85,8 +85,8 @@ class Snapshot:
     providers: dict[int, CachedProvider]
     # root id -> the providers of its tree, in id order
     trees: dict[int, list[int]]
-    # resource class id -> providers with an inventory of it, in id order
-    holders: dict[int, list[int]]
+    # resource class id -> roots of the trees with an inventory of it
+    holder_roots: dict[int, set[int]]
     # uuid -> provider id
     ids_by_uuid: dict[str, int]
     has_nesting: bool
@@ -94,13 +94,13 @@ class Snapshot:
     @classmethod
     def build(cls, providers: dict[int, CachedProvider]) -> Snapshot:
         trees: dict[int, list[int]] = defaultdict(list)
-        holders: dict[int, list[int]] = defaultdict(list)
+        holder_roots: dict[int, set[int]] = defaultdict(set)
         for provider_id in sorted(providers):
             provider = providers[provider_id]
             trees[provider.row.root_id].append(provider_id)
             for class_id in provider.inventories:
-                holders[class_id].append(provider_id)
-        return cls(providers, dict(trees), dict(holders),
+                holder_roots[class_id].add(provider.row.root_id)
+        return cls(providers, dict(trees), dict(holder_roots),
                    {provider.row.uuid: provider.id for provider in providers.values()},
                    any(provider.row.parent_id is not None for provider in providers.values()))
 
@@ -123,7 +123,13 @@ class ProviderCache:
     def current(self, connection: sa.engine.Connection) -> Snapshot:
         """The providers as ``connection``'s transaction sees them (data
         possibly newer, never older)."""
-        rows = connection.execute(_SCAN).all()
+        # the driver's own tuples: SQLAlchemy rows cost several times more to
+        # compare, and thousands are compared per request
+        result = connection.execute(_SCAN)
+        try:
+            rows = result.cursor.fetchall()
+        finally:
+            result.close()
         with self._lock:
             snapshot = self._snapshot
             kept = snapshot.providers
