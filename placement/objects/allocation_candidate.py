@@ -149,6 +149,11 @@ def _sharing_anchors(connection: sa.engine.Connection, snapshot: Snapshot
     return anchors
 
 
+# Search records kept per cached provider (one per set of requested classes
+# seen): a bound on the memory of unusual requests.
+_RECORDS_PER_PROVIDER = 8
+
+
 class _SnapshotWorld(World):
     """The part of the provider snapshot the search needs, as ``Provider``
     records with this request's usages, made as the search goes: the trees
@@ -177,6 +182,10 @@ class _SnapshotWorld(World):
         self._first_batch = None if everything else max(8, options.limit)
         # (provider id, class id) -> used, of the providers added so far
         self._used: dict[tuple[int, int], int] = {}
+        self._using: set[int] = set()  # the providers of those
+        # the search records of providers without usage or named aggregates
+        # depend on the classes only: they are kept with the cached provider
+        self._record_key = ("search", tuple(sorted(self._class_names.items())))
         self._aggregates = self._named_aggregates(connection, groups)
 
         tree_roots_by_uuid = {
@@ -239,11 +248,23 @@ class _SnapshotWorld(World):
         for condition in [requested] if every else [
                 sa.and_(requested, among(_alloc.c.resource_provider_id, chunk))
                 for chunk in chunks(added)]:
-            self._used.update(_usages(self._connection, condition))
+            used = _usages(self._connection, condition)
+            self._used.update(used)
+            self._using.update(provider_id for provider_id, _ in used)
         self.add_providers([self._provider(snapshot.providers[provider_id])
                             for provider_id in added], batch)
 
     def _provider(self, cached: CachedProvider) -> Provider:
+        if cached.id in self._using or cached.id in self._aggregates:
+            return self._new_provider(cached)
+        record = cached.derived.get(self._record_key)
+        if record is None:
+            if len(cached.derived) >= _RECORDS_PER_PROVIDER:
+                cached.derived.clear()
+            record = cached.derived[self._record_key] = self._new_provider(cached)
+        return record
+
+    def _new_provider(self, cached: CachedProvider) -> Provider:
         row = cached.row
         inventories = {}
         for class_id, inventory_usage in cached.inventories.items():

@@ -70,6 +70,9 @@ class CachedProvider:
     # trait names in trait id order (the order provider summaries list them)
     trait_names: tuple[str, ...]
     traits: frozenset[str]
+    # what readers derive from this provider alone, by a key of theirs: it
+    # lives as long as this record (until the provider changes)
+    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def id(self) -> int:
