@@ -107,6 +107,25 @@ class Snapshot:
                    {provider.row.uuid: provider.id for provider in providers.values()},
                    any(provider.row.parent_id is not None for provider in providers.values()))
 
+    def updated(self, changed: dict[int, CachedProvider]) -> Snapshot:
+        """This snapshot with ``changed`` providers replaced (or added).
+        When they keep their place and classes (an allocation, an inventory
+        total: the usual changes), the indexes stay as they are instead of
+        being rebuilt over every provider."""
+        providers = {**self.providers, **changed}
+        if all(provider_id in self.providers
+               and _same_place(self.providers[provider_id], provider)
+               for provider_id, provider in changed.items()):
+            return dataclasses.replace(self, providers=providers)
+        return Snapshot.build(providers)
+
+
+def _same_place(old: CachedProvider, new: CachedProvider) -> bool:
+    """Does ``new`` sit in the indexes exactly where ``old`` does?"""
+    return (old.row.uuid == new.row.uuid and old.row.parent_id == new.row.parent_id
+            and old.row.root_id == new.row.root_id
+            and old.inventories.keys() == new.inventories.keys())
+
 
 EMPTY = Snapshot.build({})
 
@@ -140,10 +159,14 @@ class ProviderCache:
                      if row[0] not in kept or kept[row[0]].row != row]
             if not stale and len(rows) == len(kept):
                 return snapshot
-            providers = {row[0]: kept[row[0]] for row in rows
-                         if row[0] in kept and kept[row[0]].row == row}
-            providers.update(_load(connection, stale, every=len(stale) == len(rows)))
-            self._snapshot = Snapshot.build(providers)
+            loaded = _load(connection, stale, every=len(stale) == len(rows))
+            if len(rows) == len(kept) and all(row.id in kept for row in stale):
+                # the same providers as the snapshot's (none went, none came)
+                self._snapshot = snapshot.updated(loaded)
+            else:
+                providers = {row[0]: kept[row[0]] for row in rows
+                             if row[0] in kept and kept[row[0]].row == row}
+                self._snapshot = Snapshot.build({**providers, **loaded})
             return self._snapshot
 
 

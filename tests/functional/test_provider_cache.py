@@ -90,6 +90,12 @@ def test_new_and_deleted_providers_show_at_once(client):
     assert client.candidate_providers("resources=VCPU:1") == [{first}, {second}]
     client.call("DELETE", f"/resource_providers/{first}")
     assert client.candidate_providers("resources=VCPU:1") == [{second}]
+    # one gone and one come between two searches: as many providers as before
+    third = client.provider("cn3", VCPU=4)
+    assert client.candidate_providers("resources=VCPU:1") == [{second}, {third}]
+    client.call("DELETE", f"/resource_providers/{second}")
+    fourth = client.provider("cn4", VCPU=4)
+    assert client.candidate_providers("resources=VCPU:1") == [{third}, {fourth}]
 
 
 def test_a_new_provider_reusing_a_deleted_id_is_not_mistaken_for_it(client, database):
