@@ -227,6 +227,12 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
     sharing_allowed = group.in_tree is None
     root = world.providers[anchor] if check_aggregates else None
     members = world.members[anchor]
+    required_traits = group.traits.required  # forbidden ones are checked per provider
+    if required_traits:
+        # no combination can have a required trait that no member has
+        offered_traits = set().union(*(provider.traits for provider in members))
+        if any(any_of.isdisjoint(offered_traits) for any_of in required_traits):
+            return []
     classes = sorted(group.resources)
     # class name -> providers able to give that class
     options: list[list[int]] = []
@@ -258,7 +264,6 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
             return []
         options.append(able)
 
-    required_traits = group.traits.required  # forbidden ones are checked above
     amounts = [group.resources[class_name] for class_name in classes]
     candidates = []
     for choice in itertools.product(*options):
@@ -493,19 +498,31 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                         if _alike(groups[earlier], group))
                    for index, group in enumerate(groups)]
 
+    # Granular groups are computed first: each takes one provider, which is
+    # cheap to find and, with isolate, rules most trees out (a tree of one
+    # provider cannot give two isolated groups), before the costlier spread
+    # of the unsuffixed group is computed.
+    order = sorted(range(len(groups)), key=lambda index: not groups[index].granular)
+    isolated = ([index for index in order if groups[index].granular]
+                if options.group_policy == ISOLATE else [])
+
     def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
-        """The candidates of each group at ``anchor``; None when a group has none."""
+        """The candidates of each group at ``anchor``; None when a group has
+        none, or when the isolated groups have fewer providers than groups."""
         if not root_allowed(anchor):
             return None
-        candidates: list[list[GroupCandidate]] = []
-        for index, group in enumerate(groups):
-            if first_alike[index] < index:
-                candidates.append(candidates[first_alike[index]])
-            else:
-                candidates.append(group_candidates(world, group, anchor))
-            if not candidates[-1]:
+        candidates: dict[int, list[GroupCandidate]] = {}
+        for index in order:
+            alike = first_alike[index]
+            found = candidates[alike] if alike in candidates else group_candidates(
+                world, groups[index], anchor)
+            if not found:
                 return None
-        return candidates
+            candidates[index] = found
+            if isolated and index == isolated[-1] and len(set().union(
+                    *(c.providers for i in isolated for c in candidates[i]))) < len(isolated):
+                return None
+        return [candidates[index] for index in range(len(groups))]
 
     viable = (candidates for candidates in map(per_group, world.anchors())
               if candidates is not None)
