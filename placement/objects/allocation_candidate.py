@@ -30,7 +30,7 @@ from placement.objects.candidate_search import (
     search,
 )
 from placement.objects.inventory import InventoryUsage
-from placement.objects.provider_cache import CachedProvider, Snapshot, among, chunks
+from placement.objects.provider_cache import CachedProvider, Snapshot, among, chunks, plain_rows
 
 __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
@@ -99,12 +99,17 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 
 
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
-    allocations: dict[str, dict[str, int]] = defaultdict(dict)
+    providers = world.providers
+    allocations: dict[str, dict[str, int]] = {}
     for (provider_id, class_name), amount in result.allocations.items():
-        allocations[world.providers[provider_id].uuid][class_name] = amount
-    mappings = {suffix: [world.providers[p].uuid for p in sorted(providers)]
-                for suffix, providers in result.mappings.items()}
-    return AllocationRequest(dict(allocations), mappings)
+        uuid = providers[provider_id].uuid
+        if uuid in allocations:
+            allocations[uuid][class_name] = amount
+        else:
+            allocations[uuid] = {class_name: amount}
+    mappings = {suffix: [providers[provider_id].uuid for provider_id in sorted(provider_ids)]
+                for suffix, provider_ids in result.mappings.items()}
+    return AllocationRequest(allocations, mappings)
 
 
 # Loading -----------------------------------------------------------------
@@ -113,11 +118,11 @@ def _usages(connection: sa.engine.Connection, condition: sa.ColumnElement
             ) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for the allocations
     matching ``condition``."""
-    rows = connection.execute(
+    rows = plain_rows(connection, (
         sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
                   sa.func.sum(_alloc.c.used))
         .where(condition)
-        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
+        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id)))
     # int(): SUM is a DECIMAL on MySQL
     return {(provider_id, class_id): int(used) for provider_id, class_id, used in rows}
 
@@ -139,10 +144,10 @@ def _sharing_anchors(connection: sa.engine.Connection, snapshot: Snapshot
     sharing_agg = aliased(_rp_agg)
     member_agg = aliased(_rp_agg)
     for chunk in chunks(sharing_ids):
-        for sharing_id, member_id in connection.execute(
+        for sharing_id, member_id in plain_rows(connection, (
                 sa.select(sharing_agg.c.resource_provider_id, member_agg.c.resource_provider_id)
                 .join(member_agg, member_agg.c.aggregate_id == sharing_agg.c.aggregate_id)
-                .where(among(sharing_agg.c.resource_provider_id, chunk))):
+                .where(among(sharing_agg.c.resource_provider_id, chunk)))):
             member = snapshot.providers.get(member_id)
             if member is not None:  # created after the snapshot: not searched
                 anchors[sharing_id].add(member.row.root_id)

@@ -50,6 +50,17 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
+def plain_rows(connection: sa.engine.Connection, statement: sa.Select) -> list[tuple]:
+    """The rows of ``statement`` as the driver's own tuples, for columns
+    that need no conversion (integers, strings): SQLAlchemy rows cost
+    several times more to make and to compare."""
+    result = connection.execute(statement)
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()
+
+
 class ProviderRow(NamedTuple):
     """What every request reads of every provider to validate the copy (a
     tuple: compared with the database rows as they come, thousands of
@@ -145,13 +156,8 @@ class ProviderCache:
     def current(self, connection: sa.engine.Connection) -> Snapshot:
         """The providers as ``connection``'s transaction sees them (data
         possibly newer, never older)."""
-        # the driver's own tuples: SQLAlchemy rows cost several times more to
-        # compare, and thousands are compared per request
-        result = connection.execute(_SCAN)
-        try:
-            rows = result.cursor.fetchall()
-        finally:
-            result.close()
+        # compared by the thousand: the driver's own tuples (see plain_rows)
+        rows = plain_rows(connection, _SCAN)
         with self._lock:
             snapshot = self._snapshot
             kept = snapshot.providers
