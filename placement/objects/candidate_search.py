@@ -167,9 +167,17 @@ def group_candidates(world: World, group: RequestGroup, anchor: int) -> list[Gro
         return _resourceless_candidates(world, group, anchor)
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return []
-    if not group.granular and world.spread_unsuffixed:
+    if not group.granular and world.spread_unsuffixed and not _alone(world, anchor):
         return _spread_candidates(world, group, anchor)
     return _single_candidates(world, group, anchor)
+
+
+def _alone(world: World, anchor: int) -> bool:
+    """Is the root the only provider at ``anchor`` (no child and no sharing
+    provider serving it, the most common tree)? Spreading over it is then
+    the same as taking everything from it."""
+    members = world.members[anchor]
+    return len(members) == 1 and members[0].id == anchor
 
 
 def _tree_root(world: World, group: RequestGroup) -> int | None:
