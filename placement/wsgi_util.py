@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Iterable
 
 import jsonschema
+import orjson
 import webob
 import webob.exc
 from oslo_serialization import jsonutils
@@ -127,6 +128,15 @@ def _with_cache_headers(request: webob.Request, response: webob.Response,
         response.cache_control = "no-cache"
 
 
+def encode_json(body: object) -> bytes:
+    """``body`` as compact JSON. orjson: a candidates body of a thousand
+    requests takes the standard encoder several milliseconds. Whatever
+    orjson does not know (datetimes included) is turned into plain values
+    by oslo.serialization, as jsonutils would."""
+    return orjson.dumps(body, default=jsonutils.to_primitive,
+                        option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS)
+
+
 def json_response(request: webob.Request, body: object, status: int = 200,
                   cache_headers: bool = False,
                   last_modified: datetime.datetime | None = None,
@@ -134,7 +144,7 @@ def json_response(request: webob.Request, body: object, status: int = 200,
     """A JSON response. ``cache_headers`` adds Last-Modified (``last_modified``,
     or now) and Cache-Control: no-cache from 1.15 on, as the spec lists."""
     response = webob.Response(status=status, content_type=JSON, charset=None)
-    response.body = jsonutils.dump_as_bytes(body)
+    response.body = encode_json(body)
     if cache_headers:
         _with_cache_headers(request, response, last_modified)
     if location is not None:

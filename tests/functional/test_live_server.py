@@ -207,8 +207,8 @@ def test_body_on_get_is_ignored(port):
         b"Content-Length: 2\r\n\r\n{}"
         b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"))
     assert answer.count(b"HTTP/1.1 200 OK") == 2
-    assert b'"name": "VCPU"' in answer
-    assert b'"max_version": "1.39"' in answer
+    assert b'"name":"VCPU"' in answer
+    assert b'"max_version":"1.39"' in answer
 
 
 def test_content_length_without_content_type(connection):
@@ -295,4 +295,4 @@ def test_unread_chunked_body_does_not_break_keep_alive(port):
         + b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"))
     assert answer.startswith(b"HTTP/1.1 415 ")
     assert answer.count(b"HTTP/1.1 200 OK") == 1
-    assert b'"max_version": "1.39"' in answer
+    assert b'"max_version":"1.39"' in answer
