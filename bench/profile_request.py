@@ -27,7 +27,9 @@ def build_app(database_url: str):
     conf = placement_conf.build_conf(config_files=[])
     conf.set_override("connection", database_url, group="placement_database")
     conf.set_override("auth_strategy", "noauth2", group="api")
-    return deploy.build_app(conf)
+    app = deploy.build_app(conf)
+    deploy.settle_memory()  # as the servers do
+    return app
 
 
 def call(app, method: str, path: str) -> int:
