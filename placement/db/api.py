@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -39,6 +41,11 @@ MAX_RETRY_INTERVAL = 2.0
 # How long a SQLite writer waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30000
 
+# Tries at switching a SQLite file to WAL mode before giving up (see
+# _use_wal), and the pause between them.
+WAL_SWITCH_ATTEMPTS = 10
+WAL_SWITCH_PAUSE = 0.01
+
 
 # Drivers used for URLs that name only the database (the ones installed
 # with the service).
@@ -61,6 +68,24 @@ def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr | None) -> dict:
     }
 
 
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the database in WAL mode (it stays so; later switches do nothing).
+
+    Processes opening a fresh file at once (uwsgi lazy-apps workers) all
+    switch it: each holds the shared lock that the others need released to
+    take the exclusive one, so SQLite answers all but one "database is
+    locked" at once, without its busy handler. Tried again, the switch finds
+    the file in WAL mode."""
+    for attempt in range(1, WAL_SWITCH_ATTEMPTS + 1):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if attempt == WAL_SWITCH_ATTEMPTS:
+                raise
+            time.sleep(WAL_SWITCH_PAUSE)
+
+
 def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     in_memory = url.database in (None, "", ":memory:")
     if in_memory:
@@ -79,7 +104,7 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if not in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
