@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sqlite3
 import threading
 import time
@@ -184,13 +185,37 @@ class Database:
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._sqlite_write_lock = threading.Lock()
+        # The process whose connections the pool holds (see _connect).
+        self._pid = os.getpid()
+        self._pool_swap = threading.Lock()
+        self._inherited_pools: list[pool.Pool] = []
+
+    def _connect(self) -> sa.engine.Connection:
+        """A connection of this process's own pool.
+
+        A process forked once the engine had connections (gunicorn
+        --preload; uwsgi without lazy-apps, which runs no Python fork hooks)
+        finds them in its pool: used from both processes, one server
+        connection would carry two conversations. The child starts a pool of
+        its own and leaves the inherited one alone, referenced, since
+        closing its connections would end the parent's sessions (MySQL's
+        QUIT). SQLite connections must not cross a fork at all (SQLite's
+        lock bookkeeping is per process): ``deploy`` closes them before
+        handing the application to the server."""
+        if self._pid != os.getpid():
+            with self._pool_swap:
+                if self._pid != os.getpid():
+                    self._inherited_pools.append(self.engine.pool)
+                    self.engine.dispose(close=False)
+                    self._pid = os.getpid()
+        return self.engine.connect()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self.engine.connect() as connection:
+        with self._connect() as connection:
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
                 connection = connection.execution_options(isolation_level="REPEATABLE READ")
             with connection.begin():
@@ -202,7 +227,7 @@ class Database:
         # lock instead of sleeping in SQLite's busy handler (backoffs of up
         # to 100 ms, which made the p99 of writes about a second).
         with (self._sqlite_write_lock if self.is_sqlite else contextlib.nullcontext()), \
-                self.engine.connect() as connection:
+                self._connect() as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
             committing = False
