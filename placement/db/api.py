@@ -28,6 +28,7 @@ from oslo_log import log as logging
 from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
+from placement.db import sqlite_writers
 
 LOG = logging.getLogger(__name__)
 
@@ -87,8 +88,13 @@ def _use_wal(cursor: sqlite3.Cursor) -> None:
             time.sleep(WAL_SWITCH_PAUSE)
 
 
+def _sqlite_path(url: sa.engine.URL) -> str | None:
+    """The file of a SQLite database URL; None for an in-memory database."""
+    return None if url.database in (None, "", ":memory:") else url.database
+
+
 def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
-    in_memory = url.database in (None, "", ":memory:")
+    in_memory = _sqlite_path(url) is None
     if in_memory:
         # One connection is the whole database.
         pool_options = {"poolclass": pool.StaticPool}
@@ -184,7 +190,7 @@ class Database:
         self.engine = engine
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
-        self._sqlite_write_lock = threading.Lock()
+        self._sqlite_path = _sqlite_path(engine.url) if self.is_sqlite else None
         # The process whose connections the pool holds (see _connect).
         self._pid = os.getpid()
         self._pool_swap = threading.Lock()
@@ -223,10 +229,10 @@ class Database:
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.engine.Connection]:
-        # SQLite has one writer at a time; threads of this process queue on a
-        # lock instead of sleeping in SQLite's busy handler (backoffs of up
-        # to 100 ms, which made the p99 of writes about a second).
-        with (self._sqlite_write_lock if self.is_sqlite else contextlib.nullcontext()), \
+        # SQLite has one writer at a time; writers of every thread and
+        # process queue instead of polling in SQLite's busy handler.
+        with (sqlite_writers.turn(self._sqlite_path) if self.is_sqlite
+              else contextlib.nullcontext()), \
                 self._connect() as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"

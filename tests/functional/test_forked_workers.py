@@ -1,9 +1,10 @@
 """A process forked after the database was used (gunicorn --preload, uwsgi
 without lazy-apps) works with connections of its own and leaves its
-parent's alone."""
+parent's alone; the SQLite writers of different processes take turns."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import uuid
@@ -12,7 +13,7 @@ import sqlalchemy as sa
 
 from placement import deploy
 from placement.db import api as db_api
-from placement.db import tables
+from placement.db import sqlite_writers, tables
 from tests.fixtures.allocations import create_provider
 from tests.fixtures.base import make_conf
 
@@ -79,3 +80,38 @@ def test_the_database_of_a_new_application_holds_no_connection(database):
         assert db.engine.pool.checkedout() == 0
     finally:
         db.dispose()
+
+
+def test_a_writer_turn_holds_off_the_writers_of_other_processes(tmp_path):
+    database_path = str(tmp_path / "placement.sqlite")
+    with sqlite_writers.turn(database_path):  # the parent wrote before the fork
+        pass
+    in_turn_read, in_turn_write = os.pipe()
+    go_read, go_write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child reports through the pipes)
+        status = 1
+        try:
+            with sqlite_writers.turn(database_path):
+                os.write(in_turn_write, b"in")
+                os.read(go_read, 2)
+            status = 0
+        finally:
+            os._exit(status)
+    assert os.read(in_turn_read, 2) == b"in"
+    lock_file = os.open(sqlite_writers.lock_path(database_path), os.O_RDONLY)
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held_off = False
+    except BlockingIOError:
+        held_off = True
+    finally:
+        os.close(lock_file)
+        os.write(go_write, b"go")
+    _, wait_status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == 0
+    assert held_off
+    with sqlite_writers.turn(database_path):  # and the parent's turn comes
+        pass
+    for descriptor in (in_turn_read, in_turn_write, go_read, go_write):
+        os.close(descriptor)
