@@ -32,6 +32,10 @@ def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
         migration.upgrade(engine)
     else:
         migration.sync_standard_data(engine)
+    # Servers fork their workers from the process that built the application
+    # (uwsgi without lazy-apps, gunicorn --preload): no connection may be
+    # open then, each worker opens its own.
+    engine.dispose()
     return db_api.Database(engine, max_retries=db_conf.db_max_retries)
 
 

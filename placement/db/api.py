@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -25,6 +28,7 @@ from oslo_log import log as logging
 from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
+from placement.db import sqlite_writers
 
 LOG = logging.getLogger(__name__)
 
@@ -38,6 +42,11 @@ MAX_RETRY_INTERVAL = 2.0
 
 # How long a SQLite writer waits for another writer's lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30000
+
+# Tries at switching a SQLite file to WAL mode before giving up (see
+# _use_wal), and the pause between them.
+WAL_SWITCH_ATTEMPTS = 10
+WAL_SWITCH_PAUSE = 0.01
 
 
 # Drivers used for URLs that name only the database (the ones installed
@@ -61,8 +70,31 @@ def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr | None) -> dict:
     }
 
 
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the database in WAL mode (it stays so; later switches do nothing).
+
+    Processes opening a fresh file at once (uwsgi lazy-apps workers) all
+    switch it: each holds the shared lock that the others need released to
+    take the exclusive one, so SQLite answers all but one "database is
+    locked" at once, without its busy handler. Tried again, the switch finds
+    the file in WAL mode."""
+    for attempt in range(1, WAL_SWITCH_ATTEMPTS + 1):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if attempt == WAL_SWITCH_ATTEMPTS:
+                raise
+            time.sleep(WAL_SWITCH_PAUSE)
+
+
+def _sqlite_path(url: sa.engine.URL) -> str | None:
+    """The file of a SQLite database URL; None for an in-memory database."""
+    return None if url.database in (None, "", ":memory:") else url.database
+
+
 def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
-    in_memory = url.database in (None, "", ":memory:")
+    in_memory = _sqlite_path(url) is None
     if in_memory:
         # One connection is the whole database.
         pool_options = {"poolclass": pool.StaticPool}
@@ -79,7 +111,7 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if not in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -158,14 +190,38 @@ class Database:
         self.engine = engine
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
-        self._sqlite_write_lock = threading.Lock()
+        self._sqlite_path = _sqlite_path(engine.url) if self.is_sqlite else None
+        # The process whose connections the pool holds (see _connect).
+        self._pid = os.getpid()
+        self._pool_swap = threading.Lock()
+        self._inherited_pools: list[pool.Pool] = []
+
+    def _connect(self) -> sa.engine.Connection:
+        """A connection of this process's own pool.
+
+        A process forked once the engine had connections (gunicorn
+        --preload; uwsgi without lazy-apps, which runs no Python fork hooks)
+        finds them in its pool: used from both processes, one server
+        connection would carry two conversations. The child starts a pool of
+        its own and leaves the inherited one alone, referenced, since
+        closing its connections would end the parent's sessions (MySQL's
+        QUIT). SQLite connections must not cross a fork at all (SQLite's
+        lock bookkeeping is per process): ``deploy`` closes them before
+        handing the application to the server."""
+        if self._pid != os.getpid():
+            with self._pool_swap:
+                if self._pid != os.getpid():
+                    self._inherited_pools.append(self.engine.pool)
+                    self.engine.dispose(close=False)
+                    self._pid = os.getpid()
+        return self.engine.connect()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self.engine.connect() as connection:
+        with self._connect() as connection:
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
                 connection = connection.execution_options(isolation_level="REPEATABLE READ")
             with connection.begin():
@@ -173,11 +229,11 @@ class Database:
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.engine.Connection]:
-        # SQLite has one writer at a time; threads of this process queue on a
-        # lock instead of sleeping in SQLite's busy handler (backoffs of up
-        # to 100 ms, which made the p99 of writes about a second).
-        with (self._sqlite_write_lock if self.is_sqlite else contextlib.nullcontext()), \
-                self.engine.connect() as connection:
+        # SQLite has one writer at a time; writers of every thread and
+        # process queue instead of polling in SQLite's busy handler.
+        with (sqlite_writers.turn(self._sqlite_path) if self.is_sqlite
+              else contextlib.nullcontext()), \
+                self._connect() as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
             committing = False

@@ -1,20 +1,25 @@
 """The uwsgi recipe of the README (etc/placement/uwsgi.ini): several
 processes and threads serving ``placement.wsgi:application``, driven with
 real requests, and its health check while the database goes away and
-comes back."""
+comes back. Then two workers on a fresh database, each building its own
+application (lazy-apps) or forked from the master that built it, writing
+concurrently."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import sys
+import uuid
 
 import pytest
 
 from placement.db import api as db_api
 from placement.db import migration
+from tests import db as test_db
 from tests.fixtures import ops
 
 RECIPE = os.path.join(ops.REPO_ROOT, "etc", "placement", "uwsgi.ini")
@@ -131,3 +136,80 @@ def test_health_check_follows_the_database(uwsgi, database_path):
     finally:
         os.rename(database_path + ".away", database_path)
     assert ops.request(uwsgi.url + "/healthcheck")[0] == 200
+
+
+# uwsgi's request log line starts "[pid: 1234|app: 0|req: 5/9]".
+_REQUEST_LOG_PID = re.compile(r"^\[pid: (\d+)\|", re.MULTILINE)
+ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+CLAIMS = 48
+VCPU_TOTAL = 1000
+
+
+@pytest.fixture(params=["lazy-apps", "forked"])
+def fresh_uwsgi(request, backend, tmp_path):
+    """Two single-threaded workers on a database without schema, migrated at
+    start-up: by each worker (lazy-apps, the two migrations race) or by the
+    master before it forks them."""
+    assert UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
+    port = ops.free_port()
+    command = [
+        UWSGI, "--http-socket", f"127.0.0.1:{port}", "--master", "--processes", "2",
+        "--module", "placement.wsgi:application", "--die-on-term",
+        "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT,
+    ]
+    if request.param == "lazy-apps":
+        command.append("--lazy-apps")
+    env = {
+        "OS_PLACEMENT_CONFIG_DIR": str(tmp_path),
+        "OS_PLACEMENT_DATABASE__CONNECTION": test_db.empty_database_url(backend),
+        "OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP": "True",
+        "OS_API__AUTH_STRATEGY": "noauth2",
+    }
+    with ops.Server(command, port, env=env, cwd=ops.REPO_ROOT) as server:
+        server.wait_for_output("WSGI app 0 (mountpoint='') ready",
+                               count=2 if request.param == "lazy-apps" else 1)
+        server.wait_for_output("spawned uWSGI worker 2")
+        yield server
+    output = server.output()
+    for failure in ("Traceback", "database is locked", "Internal Server Error"):
+        assert failure not in output, output
+
+
+def _claim_one_vcpu(url: str, provider_uuid: str) -> int:
+    consumer = str(uuid.uuid4())
+    status, _, body = ops.request(f"{url}/allocations/{consumer}", method="PUT", headers=ADMIN,
+                                  body={"allocations": {provider_uuid: {"resources": {"VCPU": 1}}},
+                                        "project_id": "project", "user_id": "user",
+                                        "consumer_generation": None, "consumer_type": "INSTANCE"})
+    assert status == 204, body
+    status, _, body = ops.request(f"{url}/resource_providers/{provider_uuid}/usages",
+                                  headers=ADMIN)
+    assert status == 200, body
+    return json.loads(body)["usages"]["VCPU"]
+
+
+def test_two_workers_write_to_a_fresh_database(fresh_uwsgi):
+    url = fresh_uwsgi.url
+    provider_uuid = str(uuid.uuid4())
+    status, _, body = ops.request(url + "/resource_providers", method="POST", headers=ADMIN,
+                                  body={"name": "shared-by-two-workers", "uuid": provider_uuid})
+    assert status == 200, body
+    status, _, body = ops.request(
+        f"{url}/resource_providers/{provider_uuid}/inventories", method="PUT", headers=ADMIN,
+        body={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": VCPU_TOTAL}}})
+    assert status == 200, body
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        usages_seen = list(pool.map(lambda _: _claim_one_vcpu(url, provider_uuid),
+                                    range(CLAIMS)))
+    # Every claim saw its own write at least, and none saw more than all.
+    assert all(1 <= used <= CLAIMS for used in usages_seen)
+    status, _, body = ops.request(f"{url}/resource_providers/{provider_uuid}/usages",
+                                  headers=ADMIN)
+    assert json.loads(body)["usages"] == {"VCPU": CLAIMS}
+    status, _, body = ops.request(f"{url}/resource_providers/{provider_uuid}/allocations",
+                                  headers=ADMIN)
+    assert len(json.loads(body)["allocations"]) == CLAIMS
+    # Both workers took part.
+    serving = set(_REQUEST_LOG_PID.findall(fresh_uwsgi.output()))
+    assert len(serving) == 2, fresh_uwsgi.output()
