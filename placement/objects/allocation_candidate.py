@@ -101,7 +101,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
     providers = world.providers
     allocations: dict[str, dict[str, int]] = {}
-    for (provider_id, class_name), amount in result.allocations.items():
+    for provider_id, class_name, amount in result.allocations:
         uuid = providers[provider_id].uuid
         if uuid in allocations:
             allocations[uuid][class_name] = amount
@@ -287,7 +287,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
                nested_aware: bool, only_classes: set[str] | None) -> list[ProviderSummary]:
     """Every provider of every tree giving resources to a result (only the
     giving providers themselves below 1.29 in a nested world)."""
-    giving = {provider_id for result in results for provider_id, _ in result.allocations}
+    giving = {provider_id for result in results for provider_id, _, _ in result.allocations}
     if nested_aware or not snapshot.has_nesting:
         roots = {snapshot.providers[provider_id].row.root_id for provider_id in giving}
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])

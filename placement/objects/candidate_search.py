@@ -143,16 +143,17 @@ class GroupCandidate(NamedTuple):
     providers: frozenset[int]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Result:
-    # (provider id, class name) -> amount, in the order the groups added them
-    allocations: dict[tuple[int, str], int]
+    # (provider id, class name, amount), one per provider and class, in the
+    # order the groups added them (a lone group's candidate tuple as it is)
+    allocations: tuple[tuple[int, str, int], ...]
     # suffix -> providers mapped by that group
     mappings: dict[str, frozenset[int]]
 
     def key(self) -> tuple:
         """Identity for de-duplication: allocations and mappings, not anchor."""
-        return (frozenset(self.allocations.items()), frozenset(self.mappings.items()))
+        return (frozenset(self.allocations), frozenset(self.mappings.items()))
 
 
 # Group candidates --------------------------------------------------------
@@ -363,7 +364,8 @@ class _AnchorSearch:
             if depth < last:
                 depth += 1
                 continue
-            yield Result(dict(self.totals), {
+            yield Result(tuple((provider_id, class_name, amount)
+                               for (provider_id, class_name), amount in self.totals.items()), {
                 group.suffix: chosen.providers
                 for group, chosen in zip(self.groups, self.chosen, strict=True)})
             self._release(depth)
@@ -437,14 +439,12 @@ def _lone_group_results(group: RequestGroup, candidates: list[GroupCandidate]
     (each candidate fits on its own, and there is no other group to isolate
     from or to share a subtree with), without its bookkeeping."""
     for candidate in candidates:
-        yield Result({(provider_id, class_name): amount
-                      for provider_id, class_name, amount in candidate.allocations},
-                     {group.suffix: candidate.providers})
+        yield Result(candidate.allocations, {group.suffix: candidate.providers})
 
 
 def _one_provider_per_tree(world: World, result: Result) -> bool:
     """Does every tree give resources through one provider at most?"""
-    giving = {provider_id for provider_id, _ in result.allocations}
+    giving = {provider_id for provider_id, _, _ in result.allocations}
     return len(giving) == len({world.providers[p].root_id for p in giving})
 
 

@@ -84,10 +84,10 @@ def test_shared_provider_reached_from_two_trees_counted_once():
                  Provider(3, "ss", None, 3, disk)]
     world = World({p.id: p for p in providers}, {3: {1, 2, 3}}, False, {})
     results = search(world, [RequestGroup("", {"DISK_GB": 10})], SearchOptions())
-    assert [r.allocations for r in results] == [{(3, "DISK_GB"): 10}]
+    assert [r.allocations for r in results] == [((3, "DISK_GB", 10),)]
     both = search(world, [RequestGroup("", {"DISK_GB": 10, "VCPU": 1})], SearchOptions())
     assert sorted(sorted(r.allocations) for r in both) == [
-        [(1, "VCPU"), (3, "DISK_GB")], [(2, "VCPU"), (3, "DISK_GB")]]
+        [(1, "VCPU", 1), (3, "DISK_GB", 10)], [(2, "VCPU", 1), (3, "DISK_GB", 10)]]
 
 
 def test_max_candidates_counts_results_dropped_below_1_29():
@@ -100,7 +100,7 @@ def test_max_candidates_counts_results_dropped_below_1_29():
     # depth-first: roots 1 and 4 give two results each (two children), root 7 one
     assert search(world, GROUPS, SearchOptions(**options, max_candidates=4)) == []
     kept = search(world, GROUPS, SearchOptions(**options, max_candidates=5))
-    assert [dict(r.allocations) for r in kept] == [{(7, "VCPU"): 2}]
+    assert [r.allocations for r in kept] == [((7, "VCPU", 2),)]
     assert len(search(world, GROUPS, SearchOptions(**options))) == 1
 
 
