@@ -11,15 +11,15 @@ from placement import exceptions
 
 if TYPE_CHECKING:
     from oslo_config import cfg
-    from oslo_policy import policy
 
     from placement.db.api import Database
+    from placement.policies import Enforcer
 
 
 class RequestContext(context.RequestContext):
     db: Database
     conf: cfg.ConfigOpts
-    enforcer: policy.Enforcer
+    enforcer: Enforcer
 
     def can(self, rule: str, target: dict | None = None) -> None:
         """Raise PolicyNotAuthorized unless ``rule`` allows this request.
@@ -31,7 +31,7 @@ class RequestContext(context.RequestContext):
         """
         if target is None:
             target = {"project_id": self.project_id, "user_id": self.user_id}
-        if not self.enforcer.authorize(rule, target, self._credentials(), do_raise=False):
+        if not self.enforcer.allows(rule, target, self._credentials()):
             raise exceptions.PolicyNotAuthorized(rule)
 
     def _credentials(self) -> dict:

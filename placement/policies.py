@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Hashable, Mapping
+
 from oslo_config import cfg
-from oslo_policy import policy
+from oslo_policy import _checks, policy
 
 from placement import conf as placement_conf
 
@@ -120,16 +123,125 @@ def list_rules() -> list[policy.RuleDefault]:
     return BASE_RULES + API_RULES
 
 
-def build_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:
+# Checks whose answer depends on nothing but the rules, the target and the
+# credentials (no remote call, no clock): their decisions can be reused.
+_PURE_CHECKS = (_checks.AndCheck, _checks.OrCheck, _checks.NotCheck, _checks.RuleCheck,
+                _checks.RoleCheck, _checks.GenericCheck, _checks.TrueCheck,
+                _checks.FalseCheck)
+
+
+# Decisions kept at most (distinct rule, target and credentials triples);
+# a full cache is emptied.
+MAX_DECISIONS = 4096
+
+
+def _frozen(values: Mapping) -> Hashable:
+    """A hashable form of a target or of credentials (lists become tuples);
+    TypeError when a value cannot be hashed."""
+    frozen = frozenset((key, tuple(value) if isinstance(value, list) else value)
+                       for key, value in values.items())
+    hash(frozen)
+    return frozen
+
+
+class Enforcer(policy.Enforcer):
+    """oslo.policy's enforcer, made cheap enough to run on every request.
+
+    oslo.policy looks for the policy file and directories on disk at every
+    check and inspects the signature of every check it evaluates (a fifth
+    of a small request). Here the files are looked at again at most once
+    every RULES_CHECK_INTERVAL seconds, so an edited policy file is still
+    picked up; and the decision for a rule, target and credentials is kept
+    until then when the rule consists of pure checks only.
+    """
+
+    RULES_CHECK_INTERVAL = 1.0
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        self._rules_checked_at: float | None = None
+        self._decisions: dict[Hashable, bool] = {}
+        self._pure_rules: dict[str, bool] = {}
+
+    def load_rules(self, force_reload: bool = False) -> None:
+        now = time.monotonic()
+        if (not force_reload and self.rules and self._rules_checked_at is not None
+                and now - self._rules_checked_at < self.RULES_CHECK_INTERVAL):
+            return
+        super().load_rules(force_reload)
+        self._rules_checked_at = now
+        self._forget_decisions()
+
+    def set_rules(self, rules: dict, overwrite: bool = True, use_conf: bool = False) -> None:
+        super().set_rules(rules, overwrite, use_conf)
+        self._forget_decisions()
+
+    def _forget_decisions(self) -> None:
+        # New dicts rather than clear(): a decision being computed with the
+        # previous rules lands in the old dict.
+        self._decisions = {}
+        self._pure_rules = {}
+
+    def _is_pure(self, check: _checks.BaseCheck, seen: frozenset[str]) -> bool:
+        if not isinstance(check, _PURE_CHECKS):
+            return False
+        if isinstance(check, (_checks.AndCheck, _checks.OrCheck)):
+            return all(self._is_pure(rule, seen) for rule in check.rules)
+        if isinstance(check, _checks.NotCheck):
+            return self._is_pure(check.rule, seen)
+        if isinstance(check, _checks.RuleCheck):
+            if check.match in seen:  # a cycle: let oslo.policy deal with it
+                return False
+            try:
+                referenced = self.rules[check.match]
+            except KeyError:  # evaluates to False whatever the request
+                return True
+            return self._is_pure(referenced, seen | {check.match})
+        return True
+
+    def _rule_is_pure(self, rule: str) -> bool:
+        pure = self._pure_rules.get(rule)
+        if pure is None:
+            try:
+                check = self.rules[rule]
+            except KeyError:
+                pure = False
+            else:
+                pure = self._is_pure(check, frozenset([rule]))
+            self._pure_rules[rule] = pure
+        return pure
+
+    def allows(self, rule: str, target: Mapping, credentials: dict) -> bool:
+        """``authorize(rule, target, credentials, do_raise=False)``, with
+        the decision reused while the rules stay the same."""
+        self.load_rules()
+        decisions = self._decisions
+        try:
+            key = (rule, _frozen(target), _frozen(credentials))
+        except TypeError:
+            key = None
+        if key is not None:
+            decision = decisions.get(key)
+            if decision is not None:
+                return decision
+        decision = bool(self.authorize(rule, target, credentials, do_raise=False))
+        if key is not None and self._rule_is_pure(rule):
+            if len(decisions) >= MAX_DECISIONS:
+                decisions.clear()
+            decisions[key] = decision
+        return decision
+
+
+def build_enforcer(conf: cfg.ConfigOpts) -> Enforcer:
     # Every base rule has a deprecated default: warning about each of them
     # whenever the rules are loaded would only fill the logs.
-    enforcer = policy.Enforcer(conf)
+    enforcer = Enforcer(conf)
     enforcer.suppress_default_change_warnings = True
     enforcer.register_defaults(list_rules())
     return enforcer
 
 
-def get_enforcer() -> policy.Enforcer:
+def get_enforcer() -> Enforcer:
     """Entry point for oslopolicy-policy-generator and oslopolicy-checker:
     the enforcer of this deployment (its configuration files and
     environment, so its policy file)."""
