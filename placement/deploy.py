@@ -45,7 +45,9 @@ def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
     from keystonemiddleware import auth_token
 
     authenticated = auth_token.AuthProtocol(application, {"oslo_config_config": conf})
-    return middleware.KeystoneRootBypass(application, authenticated)
+    # The version and OpenAPI documents are served without credentials.
+    return middleware.ByPath(authenticated,
+                             {path: application for path in middleware.ANONYMOUS_PATHS})
 
 
 def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callable:
@@ -66,11 +68,16 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
     application = _authentication(application, conf)
     if conf.cors.allowed_origin:
         application = cors.CORS(application, conf)
-    # Load balancers probe without credentials: answered before auth.
-    application = healthcheck.Healthcheck(application, conf, db.engine.url)
+    # Load balancers probe without credentials: answered before auth. Only
+    # its own path goes through the health check (an oslo.middleware layer
+    # costs every request it sees).
+    application = middleware.ByPath(application, {
+        healthcheck.PATH: healthcheck.Healthcheck(application, conf, db.engine.url)})
     # Honours X-Forwarded-Proto/Host and Forwarded (so Location headers name
-    # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set.
-    application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
+    # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set
+    # (not a mutable option: it is read once, here).
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
     return middleware.RequestId(application)
 
 

@@ -1,14 +1,16 @@
 """The WSGI layers around the dispatcher, outermost first in ``deploy``:
-request id and Accept default, (CORS), authentication, context, fault."""
+request id and Accept default, (CORS), authentication, context, fault.
+They are plain WSGI callables working on the environ: each layer that
+builds WebOb requests and responses adds to the cost of every request."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
-import webob
-import webob.dec
 import webob.exc
+from oslo_context import context as oslo_context
 from oslo_log import log as logging
 from oslo_middleware import request_id
 
@@ -22,29 +24,47 @@ ROOT_PATHS = ("", "/")
 OPENAPI_PATH = "/openapi.json"
 ANONYMOUS_PATHS = (*ROOT_PATHS, OPENAPI_PATH)
 
+_INBOUND_REQUEST_ID = "HTTP_" + request_id.INBOUND_HEADER.upper().replace("-", "_")
+_GLOBAL_REQUEST_ID = re.compile(request_id.ID_FORMAT)
 
-class RequestId(request_id.RequestId):
+
+class RequestId:
     """Gives each request a ``req-<uuid>`` id, returned in
-    ``x-openstack-request-id``; makes JSON the default error format; and
-    logs one line per request."""
+    ``x-openstack-request-id`` (a valid inbound one is kept as the global
+    request id, as oslo.middleware does); makes JSON the default error
+    format; and logs one line per request."""
+
+    def __init__(self, application: Callable):
+        self.application = application
 
     def __call__(self, environ: dict, start_response: Callable):
         if environ.get("HTTP_ACCEPT", "") in ("", "*/*"):
             environ["HTTP_ACCEPT"] = "application/json"
+        inbound = environ.get(_INBOUND_REQUEST_ID, "")
+        if _GLOBAL_REQUEST_ID.match(inbound):
+            environ[request_id.GLOBAL_REQ_ID] = inbound
+        environ[request_id.ENV_REQUEST_ID] = req_id = oslo_context.generate_request_id()
         started = time.monotonic()
         captured = {}
 
-        def record_status(status, headers, exc_info=None):
+        def stamp_request_id(status, headers, exc_info=None):
             captured["status"] = status
+            if not any(name.lower() == request_id.HTTP_RESP_HEADER_REQUEST_ID
+                       for name, _ in headers):
+                headers = [*headers, (request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)]
             return start_response(status, headers, exc_info)
 
-        result = super().__call__(environ, record_status)
+        result = self.application(environ, stamp_request_id)
         LOG.info('%(method)s %(path)s status: %(status)s time: %(seconds).4f',
                  {"method": environ.get("REQUEST_METHOD"),
                   "path": environ.get("PATH_INFO"),
                   "status": captured.get("status", "-").split(" ")[0],
                   "seconds": time.monotonic() - started})
         return result
+
+
+def _unauthorized(environ: dict, start_response: Callable):
+    return webob.exc.HTTPUnauthorized()(environ, start_response)
 
 
 class NoAuth:
@@ -54,35 +74,33 @@ class NoAuth:
     def __init__(self, application: Callable):
         self.application = application
 
-    @webob.dec.wsgify
-    def __call__(self, request: webob.Request):
-        if request.environ.get("PATH_INFO") in ("/", OPENAPI_PATH):
-            return self.application
-        token = request.headers.get("X-Auth-Token")
+    def __call__(self, environ: dict, start_response: Callable):
+        if environ.get("PATH_INFO") in ("/", OPENAPI_PATH):
+            return self.application(environ, start_response)
+        token = environ.get("HTTP_X_AUTH_TOKEN")
         if not token:  # an empty token is no credential either
-            return webob.exc.HTTPUnauthorized()
+            return _unauthorized(environ, start_response)
         user_id, _, project_id = token.partition(":")
         project_id = project_id or user_id
-        request.headers["X-User-Id"] = user_id
-        if "OpenStack-System-Scope" not in request.headers:
-            request.headers.setdefault("X-Project-Id", project_id)
-        if "X-Roles" not in request.headers:
-            request.headers["X-Roles"] = "admin" if user_id == "admin" else ""
-        return self.application
+        environ["HTTP_X_USER_ID"] = user_id
+        if "HTTP_OPENSTACK_SYSTEM_SCOPE" not in environ:
+            environ.setdefault("HTTP_X_PROJECT_ID", project_id)
+        if "HTTP_X_ROLES" not in environ:
+            environ["HTTP_X_ROLES"] = "admin" if user_id == "admin" else ""
+        return self.application(environ, start_response)
 
 
-class KeystoneRootBypass:
-    """Keystone auth on every path but the anonymous version and OpenAPI
-    documents."""
+class ByPath:
+    """Sends the requests for some paths to other applications (by
+    ``PATH_INFO``), every other request to ``application``."""
 
-    def __init__(self, application: Callable, authenticated: Callable):
+    def __init__(self, application: Callable, routes: dict[str, Callable]):
         self.application = application
-        self.authenticated = authenticated
+        self.routes = routes
 
     def __call__(self, environ: dict, start_response: Callable):
-        if environ.get("PATH_INFO", "") in ANONYMOUS_PATHS:
-            return self.application(environ, start_response)
-        return self.authenticated(environ, start_response)
+        application = self.routes.get(environ.get("PATH_INFO", ""), self.application)
+        return application(environ, start_response)
 
 
 class Context:
@@ -93,16 +111,15 @@ class Context:
         self.require_user = require_user
         self.services = services
 
-    @webob.dec.wsgify
-    def __call__(self, request: webob.Request):
-        context = placement_context.RequestContext.from_environ(request.environ)
+    def __call__(self, environ: dict, start_response: Callable):
+        context = placement_context.RequestContext.from_environ(environ)
         if (self.require_user and context.user_id is None
-                and request.environ.get("PATH_INFO", "") not in ANONYMOUS_PATHS):
-            return webob.exc.HTTPUnauthorized()
+                and environ.get("PATH_INFO", "") not in ANONYMOUS_PATHS):
+            return _unauthorized(environ, start_response)
         for name, service in self.services.items():
             setattr(context, name, service)
-        request.environ["placement.context"] = context
-        return self.application
+        environ["placement.context"] = context
+        return self.application(environ, start_response)
 
 
 class FaultWrapper:

@@ -1,0 +1,65 @@
+"""The plain WSGI layers of placement.middleware, each around an
+application that records what it received."""
+
+from __future__ import annotations
+
+import webob
+
+from placement import middleware
+
+GLOBAL_ID = "req-12345678-1234-1234-1234-123456789abc"
+
+
+def recording_app(seen: dict, headers: list | None = None):
+    def application(environ, start_response):
+        seen.update(environ)
+        start_response("200 OK", [("Content-Type", "text/plain"), *(headers or [])])
+        return [b"ok"]
+
+    return application
+
+
+def test_request_id_is_made_returned_and_a_valid_global_one_kept():
+    seen: dict = {}
+    response = webob.Request.blank("/", headers={"X-OpenStack-Request-ID": GLOBAL_ID}
+                                   ).get_response(middleware.RequestId(recording_app(seen)))
+    assert response.headers["x-openstack-request-id"] == seen["openstack.request_id"]
+    assert seen["openstack.request_id"].startswith("req-")
+    assert seen["openstack.request_id"] != GLOBAL_ID
+    assert seen["openstack.global_request_id"] == GLOBAL_ID
+    assert seen["HTTP_ACCEPT"] == "application/json"
+    assert response.body == b"ok"
+
+
+def test_malformed_global_request_id_is_dropped():
+    seen: dict = {}
+    webob.Request.blank("/", headers={"X-OpenStack-Request-ID": "req-mine"}).get_response(
+        middleware.RequestId(recording_app(seen)))
+    assert "openstack.global_request_id" not in seen
+
+
+def test_request_id_header_of_the_application_is_kept():
+    seen: dict = {}
+    application = recording_app(seen, [("X-OpenStack-Request-Id", "req-inner")])
+    response = webob.Request.blank("/").get_response(middleware.RequestId(application))
+    assert response.headers.getall("x-openstack-request-id") == ["req-inner"]
+
+
+def test_by_path_sends_only_its_paths_elsewhere():
+    default: dict = {}
+    special: dict = {}
+    application = middleware.ByPath(recording_app(default),
+                                    {"/healthcheck": recording_app(special)})
+    webob.Request.blank("/healthcheck").get_response(application)
+    assert special and not default
+    special.clear()
+    webob.Request.blank("/healthcheck/more").get_response(application)
+    assert default and not special
+
+
+def test_noauth_sets_the_identity_headers():
+    seen: dict = {}
+    webob.Request.blank("/resource_providers", headers={"X-Auth-Token": "alice:p1"}
+                        ).get_response(middleware.NoAuth(recording_app(seen)))
+    assert (seen["HTTP_X_USER_ID"], seen["HTTP_X_PROJECT_ID"], seen["HTTP_X_ROLES"]) == (
+        "alice", "p1", "")
