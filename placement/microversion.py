@@ -16,6 +16,7 @@ from placement import errors
 SERVICE_TYPE = "placement"
 HEADER = "openstack-api-version"
 ENVIRON_KEY = errors.MICROVERSION_ENVIRON
+_ENVIRON_HEADER = "HTTP_" + HEADER.upper().replace("-", "_")
 
 
 class Version(NamedTuple):
@@ -57,9 +58,12 @@ class MicroversionMiddleware:
         self.application = application
 
     def __call__(self, environ: dict, start_response: Callable):
-        request = webob.Request(environ)
+        # Only the one header is handed to the parser (it folds every
+        # header it is given).
+        header = environ.get(_ENVIRON_HEADER)
         try:
-            requested = microversion_parse.get_version(request.headers, SERVICE_TYPE)
+            requested = (None if header is None
+                         else microversion_parse.get_version({HEADER: header}, SERVICE_TYPE))
         except ValueError:
             requested = None
         if requested is None:

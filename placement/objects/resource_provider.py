@@ -105,8 +105,13 @@ def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElem
     return [ResourceProvider(**row._mapping) for row in rows]
 
 
+# Built once: most requests look a provider up by uuid, and building the
+# statement cost as much as running it.
+_BY_UUID = select_providers().where(_rp.c.uuid == sa.bindparam("uuid"))
+
+
 def find_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider | None:
-    row = connection.execute(select_providers().where(_rp.c.uuid == uuid)).one_or_none()
+    row = connection.execute(_BY_UUID, {"uuid": uuid}).one_or_none()
     return None if row is None else ResourceProvider(**row._mapping)
 
 
