@@ -26,8 +26,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
-from placement.objects import usage as usage_obj
-from placement.objects.generation import compare_and_swap
+from placement.objects.generation import Generational, compare_and_swap
 from placement.objects.inventory import InventoryUsage
 
 LOG = logging.getLogger(__name__)
@@ -68,25 +67,51 @@ class ProviderGenerationRace(ConcurrentWrite):
                          "data. Please retry your update")
 
 
-# -- Capacity (the one place allocation writes read it) ----------------------
+# -- Capacity (the one place allocation writes read it)
+
+def _allocated(*conditions: sa.ColumnElement[bool]) -> sa.ScalarSelect:
+    """The amount allocated of the inventory of the enclosing query (by the
+    allocations matching ``conditions``), 0 when none."""
+    return (sa.select(sa.func.coalesce(sa.func.sum(_allocation.c.used), 0))
+            .where(_allocation.c.resource_provider_id == _inventory.c.resource_provider_id,
+                   _allocation.c.resource_class_id == _inventory.c.resource_class_id,
+                   *conditions)
+            .scalar_subquery())
+
+
+# Every inventory of some providers in some classes, with the amount
+# allocated and the part of it held by the consumers being written.
+_CAPACITY = (
+    sa.select(_inventory.c.resource_provider_id, _inventory.c.resource_class_id,
+              _inventory.c.total, _inventory.c.reserved, _inventory.c.min_unit,
+              _inventory.c.max_unit, _inventory.c.step_size, _inventory.c.allocation_ratio,
+              _allocated().label("used"),
+              _allocated(_allocation.c.consumer_id.in_(
+                  sa.bindparam("consumer_uuids", expanding=True))).label("written"))
+    .where(_inventory.c.resource_provider_id.in_(sa.bindparam("provider_ids", expanding=True)),
+           _inventory.c.resource_class_id.in_(sa.bindparam("class_ids", expanding=True))))
+
 
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
-                     class_ids: Iterable[int]) -> dict[Key, InventoryUsage]:
+                     class_ids: Iterable[int], consumer_uuids: Iterable[str]
+                     ) -> tuple[dict[Key, InventoryUsage], dict[Key, int]]:
     """Every inventory of the given providers in the given classes, with
-    its current usage."""
-    provider_ids, class_ids = list(provider_ids), list(class_ids)
-    rows = connection.execute(
-        sa.select(_inventory).where(_inventory.c.resource_provider_id.in_(provider_ids),
-                                    _inventory.c.resource_class_id.in_(class_ids)))
-    used = usage_obj.used_by_providers(connection, provider_ids)
-    return {
-        (row.resource_provider_id, row.resource_class_id): InventoryUsage(
+    the usage of the consumers other than ``consumer_uuids`` (whose
+    allocations the write replaces); and the usage of everybody, by
+    inventory. One statement."""
+    rows = connection.execute(_CAPACITY, {"provider_ids": list(provider_ids),
+                                          "class_ids": list(class_ids),
+                                          "consumer_uuids": list(consumer_uuids)})
+    inventories = {}
+    used = {}
+    for row in rows:
+        key = (row.resource_provider_id, row.resource_class_id)
+        used[key] = int(row.used)
+        inventories[key] = InventoryUsage(
             total=row.total, reserved=row.reserved, min_unit=row.min_unit,
             max_unit=row.max_unit, step_size=row.step_size,
-            allocation_ratio=row.allocation_ratio,
-            used=used.get((row.resource_provider_id, row.resource_class_id), 0))
-        for row in rows
-    }
+            allocation_ratio=row.allocation_ratio, used=used[key] - int(row.written))
+    return inventories, used
 
 
 # -- Reading allocations -----------------------------------------------------
@@ -157,23 +182,26 @@ def get_for_provider(connection: sa.engine.Connection,
         max((row.created_at for row in rows if row.created_at), default=None))
 
 
+_COUNT_HELD = sa.select(sa.func.count()).where(
+    _allocation.c.consumer_id == sa.bindparam("consumer_uuid"))
+_DELETE_HELD = sa.delete(_allocation).where(
+    _allocation.c.consumer_id == sa.bindparam("consumer_uuid"))
+_DELETE_CONSUMER = sa.delete(_consumer).where(_consumer.c.uuid == sa.bindparam("consumer_uuid"))
+
+
 def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
     """Remove every allocation of a consumer and its record. Provider
     generations are left alone (as upstream does)."""
+    parameters = {"consumer_uuid": consumer_uuid}
     with db.writer() as connection:
-        held = connection.execute(
-            sa.select(sa.func.count()).where(_allocation.c.consumer_id == consumer_uuid)
-        ).scalar()
-        if not held:
+        if not connection.execute(_COUNT_HELD, parameters).scalar():
             raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
-        deleted = connection.execute(
-            sa.delete(_allocation).where(_allocation.c.consumer_id == consumer_uuid))
-        if deleted.rowcount == 0:
+        if connection.execute(_DELETE_HELD, parameters).rowcount == 0:
             # Another transaction removed them after our snapshot was taken.
             raise exceptions.NotFound(
                 f"Allocation for consumer with id {consumer_uuid} not found. error: "
                 "the allocations were deleted by another request")
-        connection.execute(sa.delete(_consumer).where(_consumer.c.uuid == consumer_uuid))
+        connection.execute(_DELETE_CONSUMER, parameters)
 
 
 # -- Writing -----------------------------------------------------------------
@@ -208,31 +236,71 @@ class _Record:
 
 
 @dataclasses.dataclass
+class _Provider:
+    """A provider of the write as this transaction read it: its generation
+    is the one the compare-and-swap expects."""
+
+    id: int
+    uuid: str
+    generation: int
+
+
+@dataclasses.dataclass
 class PreparedWrite:
-    """Consumers checked and recorded, providers known to exist."""
+    """Providers named locked and known to exist, consumers checked and
+    recorded (``consumers``: the ones that existed, see
+    consumer.prepare)."""
 
     requests: list[ConsumerAllocations]
     consumers: list[consumer_obj.Consumer]
-    provider_ids: dict[str, int]
+    providers: dict[str, _Provider]
+
+
+# The providers named by a write, locked in id order (so that allocation
+# writers do not deadlock each other).
+_LOCK_PROVIDERS = (
+    sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation)
+    .where(_rp.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+    .order_by(_rp.c.id).with_for_update())
+
+
+def _providers(connection: sa.engine.Connection, provider_uuids: list[str]
+               ) -> list[_Provider]:
+    """Lock the providers and read them: wait for their concurrent writers
+    and keep new ones out until we commit. Done before anything else is
+    read: on PostgreSQL (READ COMMITTED) every later read, and on MySQL
+    the REPEATABLE READ snapshot (which starts at the first plain read,
+    not at a locking one), then includes what those writers committed,
+    and the generation compare-and-swap does not fail because of them.
+    Correctness does not rest on this lock (the compare-and-swap still
+    guards every provider); it saves the retries, which eight writers on
+    the same providers used to exhaust on PostgreSQL about once in seven
+    writes. SQLite renders no FOR UPDATE: its writers hold the database
+    lock."""
+    return [_Provider(*row) for row in connection.execute(_LOCK_PROVIDERS,
+                                                          {"uuids": provider_uuids})]
 
 
 def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations]
             ) -> PreparedWrite:
-    """The consumer checks (generation, creation, owner) in request order,
-    then the existence of every provider named."""
-    consumers = consumer_obj.prepare(connection, requests)
+    """The providers named locked and read, then the consumer checks
+    (generation, creation, owner) in request order, then the existence of
+    every provider named."""
     named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
-    provider_ids = {row.uuid: row.id for row in connection.execute(
-        sa.select(_rp.c.uuid, _rp.c.id).where(_rp.c.uuid.in_(named)))}
+    providers = {provider.uuid: provider
+                 for provider in (_providers(connection, named) if named else [])}
+    consumers = consumer_obj.prepare(connection, requests)
     for provider_uuid in named:
-        if provider_uuid not in provider_ids:
+        if provider_uuid not in providers:
             raise UnknownProvider(provider_uuid)
-    return PreparedWrite(requests, consumers, provider_ids)
+    return PreparedWrite(requests, consumers, providers)
 
 
-def _records(connection: sa.engine.Connection, prepared: PreparedWrite) -> list[_Record]:
+def _records(connection: sa.engine.Connection, prepared: PreparedWrite
+             ) -> tuple[list[_Record], list[_Provider]]:
     """The allocations to write, in request order; a consumer with empty
-    ``allocations`` contributes its current allocations with amount 0."""
+    ``allocations`` contributes its current allocations with amount 0. And
+    the providers of those current allocations."""
     names = [name for request in prepared.requests
              for resources in request.allocations.values() for name in resources]
     try:
@@ -240,58 +308,47 @@ def _records(connection: sa.engine.Connection, prepared: PreparedWrite) -> list[
         class_ids = resource_class.ids_from_names(connection, names)
     except exceptions.NotFound as error:
         raise UnknownResourceClass(str(error)) from None
-    cleared = _current_records(connection, [request.consumer_uuid
-                                            for request in prepared.requests
-                                            if not request.allocations])
+    cleared, held_on = _current_records(connection, [request.consumer_uuid
+                                                     for request in prepared.requests
+                                                     if not request.allocations])
     records = []
     for request in prepared.requests:
         if request.allocations:
             records.extend(
-                _Record(request.consumer_uuid, prepared.provider_ids[provider_uuid],
+                _Record(request.consumer_uuid, prepared.providers[provider_uuid].id,
                         provider_uuid, class_ids[name], name, amount)
                 for provider_uuid, resources in request.allocations.items()
                 for name, amount in resources.items())
         else:
             records.extend(cleared[request.consumer_uuid])
-    return records
+    return records, held_on
+
+
+_CURRENT_RECORDS = (
+    sa.select(_allocation.c.consumer_id, _allocation.c.resource_provider_id,
+              _allocation.c.resource_class_id, _rp.c.uuid, _rp.c.generation)
+    .join(_rp, _rp.c.id == _allocation.c.resource_provider_id)
+    .where(_allocation.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
+    .order_by(_allocation.c.id))
 
 
 def _current_records(connection: sa.engine.Connection, consumer_uuids: list[str]
-                     ) -> dict[str, list[_Record]]:
-    """What these consumers hold now, as records with amount 0, by consumer."""
+                     ) -> tuple[dict[str, list[_Record]], list[_Provider]]:
+    """What these consumers hold now, as records with amount 0, by
+    consumer; and the providers they hold it on."""
     held: dict[str, list[_Record]] = {consumer_uuid: [] for consumer_uuid in consumer_uuids}
     if not consumer_uuids:
-        return held
-    rows = connection.execute(
-        sa.select(_allocation.c.consumer_id, _allocation.c.resource_provider_id,
-                  _allocation.c.resource_class_id, _rp.c.uuid)
-        .join(_rp, _rp.c.id == _allocation.c.resource_provider_id)
-        .where(_allocation.c.consumer_id.in_(consumer_uuids))
-        .order_by(_allocation.c.id)
-    ).all()
+        return held, []
+    rows = connection.execute(_CURRENT_RECORDS, {"consumer_uuids": consumer_uuids}).all()
     names = _class_names(connection, rows)
+    providers = {}
     for row in rows:
         held[row.consumer_id].append(
             _Record(row.consumer_id, row.resource_provider_id, row.uuid,
                     row.resource_class_id, names[row.resource_class_id], 0))
-    return held
-
-
-def _providers(connection: sa.engine.Connection, provider_ids: list[int]
-               ) -> list[resource_provider.ResourceProvider]:
-    """The providers as this transaction sees them (their generations are
-    the ones the compare-and-swap expects)."""
-    return resource_provider.providers_where(connection, _rp.c.id.in_(provider_ids))
-
-
-def _providers_to_bump(connection: sa.engine.Connection, provider_ids: list[int],
-                       known: Mapping[int, resource_provider.ResourceProvider]
-                       ) -> list[resource_provider.ResourceProvider]:
-    """The providers of the write: the ``known`` ones as given, the others
-    read now."""
-    unknown = [provider_id for provider_id in provider_ids if provider_id not in known]
-    read = _providers(connection, unknown) if unknown else []
-    return [known[provider_id] for provider_id in provider_ids if provider_id in known] + read
+        providers[row.resource_provider_id] = _Provider(
+            row.resource_provider_id, row.uuid, row.generation)
+    return held, list(providers.values())
 
 
 def _check_inventory_present(records: list[_Record], inventories: dict[Key, InventoryUsage]
@@ -341,8 +398,7 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
 
 
 def _increment_provider_generations(connection: sa.engine.Connection,
-                                    providers: list[resource_provider.ResourceProvider]
-                                    ) -> None:
+                                    providers: list[Generational]) -> None:
     """Compare-and-swap every provider's generation to the next one in one
     statement (no query per provider). ProviderGenerationRace when any of
     them moved."""
@@ -350,9 +406,13 @@ def _increment_provider_generations(connection: sa.engine.Connection,
         raise ProviderGenerationRace()
 
 
+_DELETE_ALLOCATIONS = sa.delete(_allocation).where(
+    _allocation.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
+_INSERT_ALLOCATIONS = sa.insert(_allocation)
+
+
 def write(connection: sa.engine.Connection, prepared: PreparedWrite,
-          known_providers: Mapping[int, resource_provider.ResourceProvider] | None = None
-          ) -> None:
+          known_providers: Mapping[int, Generational] | None = None) -> None:
     """Replace the allocations of the prepared consumers, in the caller's
     transaction. Raises ProviderGenerationRace when a provider changed
     since this transaction read it; the caller must roll back.
@@ -362,16 +422,18 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     one read again here (under READ COMMITTED a new read would show, and
     then overwrite, what a concurrent writer committed since). They are
     updated in place with their new generation."""
-    records = _records(connection, prepared)
+    records, held_on = _records(connection, prepared)
+    providers: dict[int, Generational] = {
+        provider.id: provider for provider in [*held_on, *prepared.providers.values()]}
+    providers.update(known_providers or {})
     provider_ids = list(dict.fromkeys(record.provider_id for record in records))
     class_ids = list(dict.fromkeys(record.class_id for record in records))
-    providers = _providers_to_bump(connection, provider_ids, known_providers or {})
-    previously_used = usage_obj.used_by_providers(connection, provider_ids)
     consumer_uuids = [request.consumer_uuid for request in prepared.requests]
-    connection.execute(sa.delete(_allocation).where(_allocation.c.consumer_id.in_(consumer_uuids)))
-    inventories = inventory_usages(connection, provider_ids, class_ids)
+    inventories, previously_used = inventory_usages(connection, provider_ids, class_ids,
+                                                    consumer_uuids)
     _check_inventory_present(records, inventories)
     _check_capacity(records, inventories, previously_used)
+    connection.execute(_DELETE_ALLOCATIONS, {"consumer_uuids": consumer_uuids})
     now = timeutils.utcnow()
     new_rows = [
         {"consumer_id": record.consumer_uuid, "resource_provider_id": record.provider_id,
@@ -379,39 +441,22 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
         for record in records if record.amount > 0
     ]
     if new_rows:
-        connection.execute(sa.insert(_allocation), new_rows)
-    _increment_provider_generations(connection, providers)
+        connection.execute(_INSERT_ALLOCATIONS, new_rows)
+    _increment_provider_generations(connection,
+                                    [providers[provider_id] for provider_id in provider_ids])
     try:
         consumer_obj.increment_generations(connection, prepared.consumers)
     except exceptions.ConcurrentUpdate as error:
         raise ConcurrentWrite(str(error)) from None
-    consumer_obj.delete_if_empty(connection, consumer_uuids)
-
-
-def _lock_named_providers(connection: sa.engine.Connection,
-                          requests: list[ConsumerAllocations]) -> None:
-    """Wait for the concurrent writers of the providers this write names
-    and keep new ones out until we commit (rows locked in id order, so
-    allocation writers do not deadlock each other). Done before anything
-    else is read: on PostgreSQL (READ COMMITTED) every later read, and on
-    MySQL the REPEATABLE READ snapshot (which starts at the first plain
-    read, not at a locking one), then includes what those writers
-    committed, and the generation compare-and-swap does not fail because
-    of them. Correctness does not rest on this lock (the compare-and-swap
-    still guards every provider); it saves the retries, which eight
-    writers on the same providers used to exhaust on PostgreSQL about once
-    in seven writes. No-op on SQLite, whose writers hold the database
-    lock."""
-    named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
-    if named:
-        connection.execute(sa.select(_rp.c.id).where(_rp.c.uuid.in_(named))
-                           .order_by(_rp.c.id).with_for_update()).all()
+    holding = {row["consumer_id"] for row in new_rows}
+    emptied = [consumer_uuid for consumer_uuid in consumer_uuids if consumer_uuid not in holding]
+    if emptied:
+        consumer_obj.delete_if_empty(connection, emptied)
 
 
 @db_api.retrying
 def _attempt(db: db_api.Database, requests: list[ConsumerAllocations]) -> None:
     with db.writer() as connection:
-        _lock_named_providers(connection, requests)
         write(connection, prepare(connection, requests))
 
 

@@ -61,13 +61,32 @@ class ConsumerRequest(Protocol):
     generation: int | None
 
 
+# Statements built once: every allocation write runs them.
+_BY_UUIDS = (
+    sa.select(_consumer.c.id, _consumer.c.uuid, _consumer.c.generation,
+              _consumer.c.project_id, _consumer.c.user_id, _consumer.c.consumer_type_id)
+    .where(_consumer.c.uuid.in_(sa.bindparam("uuids", expanding=True))))
+_INSERT = sa.insert(_consumer)
+_DELETE_IF_EMPTY = (
+    sa.delete(_consumer)
+    .where(_consumer.c.uuid.in_(sa.bindparam("uuids", expanding=True)),
+           ~sa.exists().where(_allocation.c.consumer_id == _consumer.c.uuid)))
+
+# The owner tables, numbered for _OWNER_IDS.
+_OWNER_TABLES = ((_project, _project.c.external_id), (_user, _user.c.external_id),
+                 (_consumer_type, _consumer_type.c.name))
+# (table number, name, id) of the projects, users and types named, in one
+# statement instead of one per table.
+_OWNER_IDS = sa.union_all(*(
+    sa.select(sa.literal_column(str(number)).label("kind"), column.label("name"), table.c.id)
+    .where(column.in_(sa.bindparam(f"names_{number}", expanding=True)))
+    for number, (table, column) in enumerate(_OWNER_TABLES)))
+
+
 def get_by_uuids(connection: sa.engine.Connection, consumer_uuids: Iterable[str]
                  ) -> dict[str, Consumer]:
     """The consumers that exist among ``consumer_uuids``, by uuid."""
-    rows = connection.execute(
-        sa.select(_consumer.c.id, _consumer.c.uuid, _consumer.c.generation,
-                  _consumer.c.project_id, _consumer.c.user_id, _consumer.c.consumer_type_id)
-        .where(_consumer.c.uuid.in_(list(consumer_uuids))))
+    rows = connection.execute(_BY_UUIDS, {"uuids": list(consumer_uuids)})
     return {row.uuid: Consumer(**row._mapping) for row in rows}
 
 
@@ -85,19 +104,22 @@ def _id_for_name(connection: sa.engine.Connection, table: sa.Table, column: sa.C
     return result.inserted_primary_key[0]
 
 
-def _ids_for_names(connection: sa.engine.Connection, table: sa.Table, column: sa.Column,
-                   values: Iterable[str]) -> dict[str, int]:
-    """{value: id} of the rows of ``table`` whose ``column`` is one of
-    ``values``, in one query; values not found that way (new ones, or a
-    collation that matched another spelling) go through _id_for_name."""
-    values = list(dict.fromkeys(values))
-    if not values:
-        return {}
-    found = dict(connection.execute(
-        sa.select(column, table.c.id).where(column.in_(values))).all())
-    return {value: found[value] if value in found
-            else _id_for_name(connection, table, column, value)
-            for value in values}
+def _owner_ids(connection: sa.engine.Connection, names: Sequence[Iterable[str]]
+               ) -> list[dict[str, int]]:
+    """For each owner table (in _OWNER_TABLES order) {name: id} of the
+    given names, looked up in one statement; names not found that way (new
+    ones, or a collation that matched another spelling) go through
+    _id_for_name."""
+    names = [list(dict.fromkeys(table_names)) for table_names in names]
+    found: list[dict[str, int]] = [{} for _ in _OWNER_TABLES]
+    rows = connection.execute(_OWNER_IDS, {f"names_{number}": table_names
+                                           for number, table_names in enumerate(names)})
+    for row in rows:
+        found[row.kind][row.name] = row.id
+    return [{value: found[number][value] if value in found[number]
+             else _id_for_name(connection, *_OWNER_TABLES[number], value)
+             for value in table_names}
+            for number, table_names in enumerate(names)]
 
 
 def _check_generation(existing: Consumer | None, expected: int | None) -> None:
@@ -110,28 +132,34 @@ def _check_generation(existing: Consumer | None, expected: int | None) -> None:
             f"but got {expected}")
 
 
+# The generation of a consumer created by a write, once the write is done
+# (created at 0, then moved on by the write like every other consumer).
+CREATED_GENERATION = 1
+
+
 def prepare(connection: sa.engine.Connection, requests: Sequence[ConsumerRequest]
             ) -> list[Consumer]:
-    """The consumers about to be written, in request order: generation
+    """Check and record the consumers about to be written: generation
     checks (1.28+ writes: ``check_generation``; the first conflict in
-    request order is reported), unknown ones created (generation 0), the
-    owner of the request recorded. A constant number of statements
-    whatever the number of consumers, except for projects, users and types
-    named for the first time and consumers whose owner changes."""
+    request order is reported), unknown ones created, the owner of the
+    request recorded. Returns the consumers that existed, in request
+    order: the write must compare-and-swap their generation
+    (increment_generations). The ones created here already have the
+    generation they get from the write (CREATED_GENERATION): nobody else
+    can have written them. A constant number of statements whatever the
+    number of consumers, except for projects, users and types named for
+    the first time and consumers whose owner changes."""
     consumers = get_by_uuids(connection, [request.consumer_uuid for request in requests])
     for request in requests:
         if request.check_generation:
             _check_generation(consumers.get(request.consumer_uuid), request.generation)
     owners = [request.owner for request in requests]
-    project_ids = _ids_for_names(connection, _project, _project.c.external_id,
-                                 [owner.project_id for owner in owners])
-    user_ids = _ids_for_names(connection, _user, _user.c.external_id,
-                              [owner.user_id for owner in owners])
-    type_ids = _ids_for_names(connection, _consumer_type, _consumer_type.c.name,
-                              [owner.consumer_type for owner in owners
-                               if owner.consumer_type is not None])
+    project_ids, user_ids, type_ids = _owner_ids(connection, [
+        [owner.project_id for owner in owners], [owner.user_id for owner in owners],
+        [owner.consumer_type for owner in owners if owner.consumer_type is not None]])
     now = timeutils.utcnow()
     new_rows: dict[str, dict] = {}
+    existing_consumers = []
     for request in requests:
         owner = request.owner
         ids = {"project_id": project_ids[owner.project_id], "user_id": user_ids[owner.user_id]}
@@ -140,19 +168,19 @@ def prepare(connection: sa.engine.Connection, requests: Sequence[ConsumerRequest
         existing = consumers.get(request.consumer_uuid)
         if existing is None:
             new_rows[request.consumer_uuid] = {
-                "uuid": request.consumer_uuid, "generation": 0, "created_at": now,
-                "consumer_type_id": None, **ids}
+                "uuid": request.consumer_uuid, "generation": CREATED_GENERATION,
+                "created_at": now, "updated_at": now, "consumer_type_id": None, **ids}
             continue
         changed = {name: value for name, value in ids.items()
                    if getattr(existing, name) != value}
         if changed:
             connection.execute(sa.update(_consumer).where(_consumer.c.id == existing.id)
                                .values(updated_at=now, **changed))
-            consumers[request.consumer_uuid] = dataclasses.replace(existing, **changed)
+            existing = dataclasses.replace(existing, **changed)
+        existing_consumers.append(existing)
     if new_rows:
-        connection.execute(sa.insert(_consumer), list(new_rows.values()))
-        consumers.update(get_by_uuids(connection, new_rows))
-    return [consumers[request.consumer_uuid] for request in requests]
+        connection.execute(_INSERT, list(new_rows.values()))
+    return existing_consumers
 
 
 def increment_generations(connection: sa.engine.Connection, consumers: Sequence[Consumer]
@@ -166,10 +194,7 @@ def increment_generations(connection: sa.engine.Connection, consumers: Sequence[
 
 def delete_if_empty(connection: sa.engine.Connection, consumer_uuids: Iterable[str]) -> None:
     """Delete the records of these consumers that have no allocations left."""
-    has_allocations = sa.exists().where(_allocation.c.consumer_id == _consumer.c.uuid)
-    connection.execute(
-        sa.delete(_consumer)
-        .where(_consumer.c.uuid.in_(list(consumer_uuids)), ~has_allocations))
+    connection.execute(_DELETE_IF_EMPTY, {"uuids": list(consumer_uuids)})
 
 
 @dataclasses.dataclass

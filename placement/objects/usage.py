@@ -1,12 +1,7 @@
-"""Usages: sums of allocations, per provider or per project (and user).
-
-``used_by_providers`` is the building block for capacity checks of
-allocation writes; the others serve the usage routes.
-"""
+"""Usages: sums of allocations, per provider or per project (and user),
+for the usage routes."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import sqlalchemy as sa
 
@@ -28,31 +23,26 @@ _users = tables.users
 _types = tables.consumer_types
 
 
-def used_by_providers(connection: sa.engine.Connection, provider_ids: Iterable[int]
-                      ) -> dict[tuple[int, int], int]:
-    """{(provider id, class id): amount allocated} for the given providers;
-    pairs without allocations are absent."""
-    provider_ids = list(set(provider_ids))
-    if not provider_ids:
-        return {}
-    rows = connection.execute(
-        sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
-                  sa.func.sum(_alloc.c.used).label("used"))
-        .where(_alloc.c.resource_provider_id.in_(provider_ids))
-        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
-    return {(row.resource_provider_id, row.resource_class_id): int(row.used) for row in rows}
+# Per inventory of one provider, in class id order: its class and the
+# amount allocated of it. Built once (the usages of a provider are read
+# often).
+_PROVIDER_USAGES = (
+    sa.select(_inv.c.resource_class_id,
+              sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0))
+              .where(_alloc.c.resource_provider_id == _inv.c.resource_provider_id,
+                     _alloc.c.resource_class_id == _inv.c.resource_class_id)
+              .scalar_subquery().label("used"))
+    .where(_inv.c.resource_provider_id == sa.bindparam("provider_id"))
+    .order_by(_inv.c.resource_class_id))
 
 
 def get_provider_usages(connection: sa.engine.Connection, provider: ResourceProvider
                         ) -> dict[str, int]:
     """{class name: amount allocated} for every class the provider has
     inventory of (0 when nothing is allocated), in class id order."""
-    class_ids = connection.execute(
-        sa.select(_inv.c.resource_class_id).where(_inv.c.resource_provider_id == provider.id)
-        .order_by(_inv.c.resource_class_id)).scalars().all()
-    used = used_by_providers(connection, [provider.id])
-    names = resource_class.names_from_ids(connection, class_ids)
-    return {names[class_id]: used.get((provider.id, class_id), 0) for class_id in class_ids}
+    rows = connection.execute(_PROVIDER_USAGES, {"provider_id": provider.id}).all()
+    names = resource_class.names_from_ids(connection, [row.resource_class_id for row in rows])
+    return {names[row.resource_class_id]: int(row.used) for row in rows}
 
 
 def _project_allocations(project_id: str, user_id: str | None) -> tuple[sa.FromClause, list]:

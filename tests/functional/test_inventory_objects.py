@@ -107,9 +107,6 @@ def test_provider_usages(db):
     with db.reader() as connection:
         provider = _provider(connection)
         assert usage.get_provider_usages(connection, provider) == {"VCPU": 2, "DISK_GB": 0}
-        assert usage.used_by_providers(connection, [provider.id]) == {
-            (provider.id, resource_class.STANDARD_IDS["VCPU"]): 2}
-        assert usage.used_by_providers(connection, []) == {}
 
 
 def test_custom_class_ids_start_at_10000_and_follow_the_highest(db):
