@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -15,6 +16,22 @@ class Generational(Protocol):
     generation: int
 
 
+@functools.lru_cache(maxsize=64)
+def _statement(table: sa.Table, count: int, value_names: tuple[str, ...]) -> sa.Update:
+    """The UPDATE for ``count`` records setting ``value_names`` too, built
+    once per shape (building it cost as much as running it): bind
+    parameters ``id_<i>`` and ``generation_<i>`` per record, ``value_<name>``
+    per value."""
+    return (
+        sa.update(table)
+        .where(sa.or_(*(sa.and_(table.c.id == sa.bindparam(f"id_{index}"),
+                                table.c.generation == sa.bindparam(f"generation_{index}"))
+                        for index in range(count))))
+        .values(generation=table.c.generation + 1,
+                **{name: sa.bindparam(f"value_{name}", type_=table.c[name].type)
+                   for name in value_names}))
+
+
 def compare_and_swap(connection: sa.engine.Connection, table: sa.Table,
                      records: Sequence[Generational], **values: object) -> bool:
     """Move every record's generation to the next one in one UPDATE (with
@@ -23,12 +40,12 @@ def compare_and_swap(connection: sa.engine.Connection, table: sa.Table,
     roll back its transaction. The records are updated in place."""
     if not records:
         return True
-    result = connection.execute(
-        sa.update(table)
-        .where(sa.or_(*(sa.and_(table.c.id == record.id,
-                                table.c.generation == record.generation)
-                        for record in records)))
-        .values(generation=table.c.generation + 1, **values))
+    parameters = {f"value_{name}": value for name, value in values.items()}
+    for index, record in enumerate(records):
+        parameters[f"id_{index}"] = record.id
+        parameters[f"generation_{index}"] = record.generation
+    result = connection.execute(_statement(table, len(records), tuple(sorted(values))),
+                                parameters)
     if result.rowcount != len(records):
         return False
     for record in records:
