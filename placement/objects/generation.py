@@ -19,14 +19,16 @@ class Generational(Protocol):
 @functools.lru_cache(maxsize=64)
 def _statement(table: sa.Table, count: int, value_names: tuple[str, ...]) -> sa.Update:
     """The UPDATE for ``count`` records setting ``value_names`` too, built
-    once per shape (building it cost as much as running it): bind
-    parameters ``id_<i>`` and ``generation_<i>`` per record, ``value_<name>``
-    per value."""
+    once per shape (building it cost as much as running it). Bind
+    parameters: ``record_id_<i>`` and ``record_generation_<i>`` per
+    record, ``value_<name>`` per value (names SQLAlchemy's own anonymous
+    parameters, like ``generation_1``, cannot take)."""
+    matches = (sa.and_(table.c.id == sa.bindparam(f"record_id_{index}"),
+                       table.c.generation == sa.bindparam(f"record_generation_{index}"))
+               for index in range(count))
     return (
         sa.update(table)
-        .where(sa.or_(*(sa.and_(table.c.id == sa.bindparam(f"id_{index}"),
-                                table.c.generation == sa.bindparam(f"generation_{index}"))
-                        for index in range(count))))
+        .where(sa.or_(*matches))
         .values(generation=table.c.generation + 1,
                 **{name: sa.bindparam(f"value_{name}", type_=table.c[name].type)
                    for name in value_names}))
@@ -42,8 +44,8 @@ def compare_and_swap(connection: sa.engine.Connection, table: sa.Table,
         return True
     parameters = {f"value_{name}": value for name, value in values.items()}
     for index, record in enumerate(records):
-        parameters[f"id_{index}"] = record.id
-        parameters[f"generation_{index}"] = record.generation
+        parameters[f"record_id_{index}"] = record.id
+        parameters[f"record_generation_{index}"] = record.generation
     result = connection.execute(_statement(table, len(records), tuple(sorted(values))),
                                 parameters)
     if result.rowcount != len(records):
