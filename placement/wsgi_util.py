@@ -3,7 +3,9 @@ building responses."""
 
 from __future__ import annotations
 
+import calendar
 import datetime
+import email.utils
 from collections.abc import Iterable
 
 import jsonschema
@@ -123,12 +125,19 @@ def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime 
     return max(present) if present else None
 
 
+def _http_date(stamp: datetime.datetime) -> str:
+    """A UTC time (naive or not) as an HTTP date, to the second."""
+    return email.utils.formatdate(calendar.timegm(stamp.timetuple()), usegmt=True)
+
+
 def _with_cache_headers(request: webob.Request, response: webob.Response,
                         last_modified: datetime.datetime | None) -> None:
     if version_of(request) >= CACHE_HEADERS_FROM:
-        stamp = last_modified or timeutils.utcnow()
-        response.last_modified = stamp.replace(tzinfo=datetime.timezone.utc)
-        response.cache_control = "no-cache"
+        # Appended as they are: WebOb's header properties parse and format
+        # each value again.
+        response.headerlist.extend([
+            ("Last-Modified", _http_date(last_modified or timeutils.utcnow())),
+            ("Cache-Control", "no-cache")])
 
 
 def encode_json(body: object) -> bytes:
