@@ -270,6 +270,39 @@ class Database:
         self.engine.dispose()
 
 
+def bound_in(column: sa.ColumnElement, name: str, size: int) -> sa.ColumnElement[bool]:
+    """``column IN (:<name>_0, ..., :<name>_<size - 1>)``, for SizedStatement."""
+    return column.in_([sa.bindparam(f"{name}_{index}", type_=column.type)
+                       for index in range(size)])
+
+
+def _size_class(length: int) -> int:
+    """``length`` rounded up to a power of two (0 stays 0)."""
+    return 1 << (length - 1).bit_length() if length else 0
+
+
+class SizedStatement:
+    """A statement with IN lists of bind parameters, built once per size of
+    its lists. SQLAlchemy's expanding IN (one parameter for a whole list)
+    renders the statement again at every execution, which cost as much as
+    the rest of the execution of a small statement.
+
+    ``build(**sizes)`` returns the statement for lists of these sizes,
+    using ``bound_in(column, list name, size)``. Sizes are rounded up to a
+    power of two, so that few statements are built; the rest of a list is
+    filled with its last value, which an IN list does not mind."""
+
+    def __init__(self, build: Callable[..., sa.Executable]):
+        self._build = functools.lru_cache(maxsize=64)(build)
+
+    def __call__(self, **lists: list) -> tuple[sa.Executable, dict[str, object]]:
+        """The statement and its parameters for these lists (by name)."""
+        sizes = {name: _size_class(len(values)) for name, values in lists.items()}
+        parameters = {f"{name}_{index}": values[min(index, len(values) - 1)]
+                      for name, values in lists.items() for index in range(sizes[name])}
+        return self._build(**sizes), parameters
+
+
 def retrying(function: Callable[..., T]) -> Callable[..., T]:
     """Decorator for object-layer functions taking ``db`` first: retries the
     whole call on deadlocks and lost connections."""

@@ -81,15 +81,15 @@ def _allocated(*conditions: sa.ColumnElement[bool]) -> sa.ScalarSelect:
 
 # Every inventory of some providers in some classes, with the amount
 # allocated and the part of it held by the consumers being written.
-_CAPACITY = (
+_CAPACITY = db_api.SizedStatement(lambda provider_ids, class_ids, consumer_uuids: (
     sa.select(_inventory.c.resource_provider_id, _inventory.c.resource_class_id,
               _inventory.c.total, _inventory.c.reserved, _inventory.c.min_unit,
               _inventory.c.max_unit, _inventory.c.step_size, _inventory.c.allocation_ratio,
               _allocated().label("used"),
-              _allocated(_allocation.c.consumer_id.in_(
-                  sa.bindparam("consumer_uuids", expanding=True))).label("written"))
-    .where(_inventory.c.resource_provider_id.in_(sa.bindparam("provider_ids", expanding=True)),
-           _inventory.c.resource_class_id.in_(sa.bindparam("class_ids", expanding=True))))
+              _allocated(db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids",
+                                         consumer_uuids)).label("written"))
+    .where(db_api.bound_in(_inventory.c.resource_provider_id, "provider_ids", provider_ids),
+           db_api.bound_in(_inventory.c.resource_class_id, "class_ids", class_ids))))
 
 
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
@@ -99,9 +99,9 @@ def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[in
     the usage of the consumers other than ``consumer_uuids`` (whose
     allocations the write replaces); and the usage of everybody, by
     inventory. One statement."""
-    rows = connection.execute(_CAPACITY, {"provider_ids": list(provider_ids),
-                                          "class_ids": list(class_ids),
-                                          "consumer_uuids": list(consumer_uuids)})
+    rows = connection.execute(*_CAPACITY(provider_ids=list(provider_ids),
+                                         class_ids=list(class_ids),
+                                         consumer_uuids=list(consumer_uuids)))
     inventories = {}
     used = {}
     for row in rows:
@@ -258,10 +258,10 @@ class PreparedWrite:
 
 # The providers named by a write, locked in id order (so that allocation
 # writers do not deadlock each other).
-_LOCK_PROVIDERS = (
+_LOCK_PROVIDERS = db_api.SizedStatement(lambda uuids: (
     sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation)
-    .where(_rp.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
-    .order_by(_rp.c.id).with_for_update())
+    .where(db_api.bound_in(_rp.c.uuid, "uuids", uuids))
+    .order_by(_rp.c.id).with_for_update()))
 
 
 def _providers(connection: sa.engine.Connection, provider_uuids: list[str]
@@ -277,8 +277,8 @@ def _providers(connection: sa.engine.Connection, provider_uuids: list[str]
     the same providers used to exhaust on PostgreSQL about once in seven
     writes. SQLite renders no FOR UPDATE: its writers hold the database
     lock."""
-    return [_Provider(*row) for row in connection.execute(_LOCK_PROVIDERS,
-                                                          {"uuids": provider_uuids})]
+    return [_Provider(*row)
+            for row in connection.execute(*_LOCK_PROVIDERS(uuids=provider_uuids))]
 
 
 def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations]
@@ -324,12 +324,12 @@ def _records(connection: sa.engine.Connection, prepared: PreparedWrite
     return records, held_on
 
 
-_CURRENT_RECORDS = (
+_CURRENT_RECORDS = db_api.SizedStatement(lambda consumer_uuids: (
     sa.select(_allocation.c.consumer_id, _allocation.c.resource_provider_id,
               _allocation.c.resource_class_id, _rp.c.uuid, _rp.c.generation)
     .join(_rp, _rp.c.id == _allocation.c.resource_provider_id)
-    .where(_allocation.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
-    .order_by(_allocation.c.id))
+    .where(db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids", consumer_uuids))
+    .order_by(_allocation.c.id)))
 
 
 def _current_records(connection: sa.engine.Connection, consumer_uuids: list[str]
@@ -339,7 +339,7 @@ def _current_records(connection: sa.engine.Connection, consumer_uuids: list[str]
     held: dict[str, list[_Record]] = {consumer_uuid: [] for consumer_uuid in consumer_uuids}
     if not consumer_uuids:
         return held, []
-    rows = connection.execute(_CURRENT_RECORDS, {"consumer_uuids": consumer_uuids}).all()
+    rows = connection.execute(*_CURRENT_RECORDS(consumer_uuids=consumer_uuids)).all()
     names = _class_names(connection, rows)
     providers = {}
     for row in rows:
@@ -406,8 +406,8 @@ def _increment_provider_generations(connection: sa.engine.Connection,
         raise ProviderGenerationRace()
 
 
-_DELETE_ALLOCATIONS = sa.delete(_allocation).where(
-    _allocation.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
+_DELETE_ALLOCATIONS = db_api.SizedStatement(lambda consumer_uuids: sa.delete(_allocation).where(
+    db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids", consumer_uuids)))
 _INSERT_ALLOCATIONS = sa.insert(_allocation)
 
 
@@ -433,7 +433,7 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
                                                     consumer_uuids)
     _check_inventory_present(records, inventories)
     _check_capacity(records, inventories, previously_used)
-    connection.execute(_DELETE_ALLOCATIONS, {"consumer_uuids": consumer_uuids})
+    connection.execute(*_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids))
     now = timeutils.utcnow()
     new_rows = [
         {"consumer_id": record.consumer_uuid, "resource_provider_id": record.provider_id,

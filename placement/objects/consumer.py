@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from oslo_utils import timeutils
 
 from placement import exceptions
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.generation import compare_and_swap
 
@@ -62,31 +63,31 @@ class ConsumerRequest(Protocol):
 
 
 # Statements built once: every allocation write runs them.
-_BY_UUIDS = (
+_BY_UUIDS = db_api.SizedStatement(lambda uuids: (
     sa.select(_consumer.c.id, _consumer.c.uuid, _consumer.c.generation,
               _consumer.c.project_id, _consumer.c.user_id, _consumer.c.consumer_type_id)
-    .where(_consumer.c.uuid.in_(sa.bindparam("uuids", expanding=True))))
+    .where(db_api.bound_in(_consumer.c.uuid, "uuids", uuids))))
 _INSERT = sa.insert(_consumer)
-_DELETE_IF_EMPTY = (
+_DELETE_IF_EMPTY = db_api.SizedStatement(lambda uuids: (
     sa.delete(_consumer)
-    .where(_consumer.c.uuid.in_(sa.bindparam("uuids", expanding=True)),
-           ~sa.exists().where(_allocation.c.consumer_id == _consumer.c.uuid)))
+    .where(db_api.bound_in(_consumer.c.uuid, "uuids", uuids),
+           ~sa.exists().where(_allocation.c.consumer_id == _consumer.c.uuid))))
 
 # The owner tables, numbered for _OWNER_IDS.
 _OWNER_TABLES = ((_project, _project.c.external_id), (_user, _user.c.external_id),
                  (_consumer_type, _consumer_type.c.name))
 # (table number, name, id) of the projects, users and types named, in one
 # statement instead of one per table.
-_OWNER_IDS = sa.union_all(*(
+_OWNER_IDS = db_api.SizedStatement(lambda **sizes: sa.union_all(*(
     sa.select(sa.literal_column(str(number)).label("kind"), column.label("name"), table.c.id)
-    .where(column.in_(sa.bindparam(f"names_{number}", expanding=True)))
-    for number, (table, column) in enumerate(_OWNER_TABLES)))
+    .where(db_api.bound_in(column, f"names{number}", sizes[f"names{number}"]))
+    for number, (table, column) in enumerate(_OWNER_TABLES))))
 
 
 def get_by_uuids(connection: sa.engine.Connection, consumer_uuids: Iterable[str]
                  ) -> dict[str, Consumer]:
     """The consumers that exist among ``consumer_uuids``, by uuid."""
-    rows = connection.execute(_BY_UUIDS, {"uuids": list(consumer_uuids)})
+    rows = connection.execute(*_BY_UUIDS(uuids=list(consumer_uuids)))
     return {row.uuid: Consumer(**row._mapping) for row in rows}
 
 
@@ -112,8 +113,8 @@ def _owner_ids(connection: sa.engine.Connection, names: Sequence[Iterable[str]]
     _id_for_name."""
     names = [list(dict.fromkeys(table_names)) for table_names in names]
     found: list[dict[str, int]] = [{} for _ in _OWNER_TABLES]
-    rows = connection.execute(_OWNER_IDS, {f"names_{number}": table_names
-                                           for number, table_names in enumerate(names)})
+    rows = connection.execute(*_OWNER_IDS(**{f"names{number}": table_names
+                                             for number, table_names in enumerate(names)}))
     for row in rows:
         found[row.kind][row.name] = row.id
     return [{value: found[number][value] if value in found[number]
@@ -194,7 +195,7 @@ def increment_generations(connection: sa.engine.Connection, consumers: Sequence[
 
 def delete_if_empty(connection: sa.engine.Connection, consumer_uuids: Iterable[str]) -> None:
     """Delete the records of these consumers that have no allocations left."""
-    connection.execute(_DELETE_IF_EMPTY, {"uuids": list(consumer_uuids)})
+    connection.execute(*_DELETE_IF_EMPTY(uuids=list(consumer_uuids)))
 
 
 @dataclasses.dataclass
