@@ -84,9 +84,9 @@ class StaleSnapshot:
         self.stale = stale
         self.transactions: list[sa.engine.Transaction] = []
 
-    def __call__(self, connection, provider_ids):
+    def __call__(self, connection, provider_uuids):
         self.transactions.append(connection.get_transaction())
-        providers = self.real(connection, provider_ids)
+        providers = self.real(connection, provider_uuids)
         if len(self.transactions) <= self.stale:
             for provider in providers:
                 provider.generation -= 1
