@@ -224,17 +224,8 @@ def _resourceless_candidates(world: World, group: RequestGroup,
 
 def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (section 3a).
-    Called for every anchor: the common case (no in_tree, traits or
-    aggregates) runs through the fewest checks."""
-    tree_root = _tree_root(world, group)
-    required_aggregates = group.aggregates.required
-    member_of = AggregateFilter(required=required_aggregates)
-    forbidden_aggregates = group.aggregates.forbidden
-    # the common request names no aggregate: skip those checks altogether
-    check_aggregates = bool(group.aggregates)
-    forbidden_traits = group.traits.forbidden
-    sharing_allowed = group.in_tree is None
-    root = world.providers[anchor] if check_aggregates else None
+    Called for every anchor: what does not depend on the class is checked
+    once per provider, what does not depend on the provider once per anchor."""
     members = world.members[anchor]
     required_traits = group.traits.required  # forbidden ones are checked per provider
     if required_traits:
@@ -242,38 +233,23 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
         offered_traits = set().union(*(provider.traits for provider in members))
         if any(any_of.isdisjoint(offered_traits) for any_of in required_traits):
             return []
+    eligible = _spread_eligible(world, group, anchor, members)
+    if not eligible:
+        return []
     classes = sorted(group.resources)
-    # class name -> providers able to give that class
+    amounts = [group.resources[class_name] for class_name in classes]
+    # per class, the providers able to give it
     options: list[list[int]] = []
-    for class_name in classes:
-        amount = group.resources[class_name]
+    for class_name, amount in zip(classes, amounts, strict=True):
         able = []
-        for provider in members:
+        for provider in eligible:
             inventory = provider.inventories.get(class_name)
-            if inventory is None or not inventory.fits(amount):
-                continue
-            if tree_root is not None and provider.root_id != tree_root:
-                continue
-            if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
-                continue
-            provider_in_aggregates = (not required_aggregates
-                                      or member_of.satisfied_by(provider.aggregates))
-            # A sharing provider is offered to other trees only when the
-            # group has no in_tree and it is itself in the wanted aggregates.
-            if provider.root_id != anchor and not (sharing_allowed and provider_in_aggregates):
-                continue
-            if check_aggregates:
-                if not (provider_in_aggregates or member_of.satisfied_by(root.aggregates)):
-                    continue
-                if not (forbidden_aggregates.isdisjoint(provider.aggregates)
-                        and forbidden_aggregates.isdisjoint(root.aggregates)):
-                    continue
-            able.append(provider.id)
+            if inventory is not None and inventory.fits(amount):
+                able.append(provider.id)
         if not able:
             return []
         options.append(able)
 
-    amounts = [group.resources[class_name] for class_name in classes]
     candidates = []
     for choice in itertools.product(*options):
         providers = frozenset(choice)
@@ -283,6 +259,41 @@ def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[G
         allocations = tuple(zip(choice, classes, amounts, strict=True))
         candidates.append(GroupCandidate(anchor, allocations, providers))
     return candidates
+
+
+def _spread_eligible(world: World, group: RequestGroup, anchor: int,
+                     members: list[Provider]) -> list[Provider]:
+    """The members of ``anchor`` the unsuffixed group may take resources
+    from, whatever the class: in its in_tree, without a forbidden trait, and
+    in the wanted aggregates (or in a tree whose root is); a sharing
+    provider only when the group has no in_tree and it is itself in them."""
+    tree_root = _tree_root(world, group)
+    forbidden_traits = group.traits.forbidden
+    required_aggregates = group.aggregates.required
+    member_of = AggregateFilter(required=required_aggregates)
+    forbidden_aggregates = group.aggregates.forbidden
+    sharing_allowed = group.in_tree is None
+    # the common request names no aggregate: skip those checks altogether
+    check_aggregates = bool(group.aggregates)
+    if check_aggregates:
+        root_aggregates = world.providers[anchor].aggregates
+        root_in_aggregates = member_of.satisfied_by(root_aggregates)
+        root_clear = forbidden_aggregates.isdisjoint(root_aggregates)
+    eligible = []
+    for provider in members:
+        if tree_root is not None and provider.root_id != tree_root:
+            continue
+        if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
+            continue
+        in_aggregates = not required_aggregates or member_of.satisfied_by(provider.aggregates)
+        if provider.root_id != anchor and not (sharing_allowed and in_aggregates):
+            continue
+        if check_aggregates and not (
+                (in_aggregates or root_in_aggregates) and root_clear
+                and forbidden_aggregates.isdisjoint(provider.aggregates)):
+            continue
+        eligible.append(provider)
+    return eligible
 
 
 # Combining groups --------------------------------------------------------
