@@ -200,9 +200,25 @@ class _SnapshotWorld(World):
         super().__init__({}, _sharing_anchors(connection, snapshot), snapshot.has_nesting,
                          tree_roots_by_uuid)
 
-        self._anchor_ids = sorted(set().union(
+        anchors = set().union(
             *self.sharing_anchors.values(),
-            *(snapshot.holder_roots.get(class_id, ()) for class_id in self._class_names)))
+            *(snapshot.holder_roots.get(class_id, ()) for class_id in self._class_names))
+        for group in groups:
+            if group.aggregates.required:
+                anchors &= self._anchors_reaching(set().union(*group.aggregates.required))
+        self._anchor_ids = sorted(anchors)
+
+    def _anchors_reaching(self, aggregate_uuids: set[str]) -> set[int]:
+        """The anchors with a provider (of the tree, or sharing with it) in
+        one of ``aggregate_uuids``: a group requiring them has no candidate
+        elsewhere, whichever provider (or root) must be in them."""
+        providers = self._snapshot.providers
+        reaching = set()
+        for provider_id, aggregates in self._aggregates.items():
+            if provider_id in providers and not aggregates.isdisjoint(aggregate_uuids):
+                reaching.add(providers[provider_id].row.root_id)
+                reaching.update(self.sharing_anchors.get(provider_id, ()))
+        return reaching
 
     @staticmethod
     def _named_aggregates(connection: sa.engine.Connection, groups: list[RequestGroup]
