@@ -327,15 +327,10 @@ class _AnchorSearch:
         self.tree_giver: dict[int, int] = {}  # root -> the provider giving there
 
     def feasible(self) -> bool:
-        """Cheap necessary conditions, checked before searching: enough
-        distinct providers for the isolated groups, enough free capacity
-        per class among the providers offered."""
-        if self.isolate:
-            granular = [candidates for group, candidates in zip(self.groups, self.per_group,
-                                                                 strict=True) if group.granular]
-            offered = set().union(*(c.providers for cs in granular for c in cs))
-            if len(offered) < len(granular):
-                return False
+        """A cheap necessary condition, checked before searching: enough
+        free capacity per class among the providers offered. (Enough
+        distinct providers for the isolated groups was checked by
+        ``search`` as it gathered ``per_group``.)"""
         wanted: dict[str, int] = defaultdict(int)
         for group in self.groups:
             for class_name, amount in group.resources.items():
