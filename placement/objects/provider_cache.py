@@ -119,13 +119,12 @@ class Snapshot:
                    any(provider.row.parent_id is not None for provider in providers.values()))
 
     def updated(self, changed: dict[int, CachedProvider]) -> Snapshot:
-        """This snapshot with ``changed`` providers replaced (or added).
-        When they keep their place and classes (an allocation, an inventory
-        total: the usual changes), the indexes stay as they are instead of
-        being rebuilt over every provider."""
+        """This snapshot with ``changed`` providers (all of them in it)
+        replaced. When they keep their place and classes (an allocation, an
+        inventory total: the usual changes), the indexes stay as they are
+        instead of being rebuilt over every provider."""
         providers = {**self.providers, **changed}
-        if all(provider_id in self.providers
-               and _same_place(self.providers[provider_id], provider)
+        if all(_same_place(self.providers[provider_id], provider)
                for provider_id, provider in changed.items()):
             return dataclasses.replace(self, providers=providers)
         return Snapshot.build(providers)
