@@ -26,6 +26,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
+from placement.objects import usage as usage_obj
 from placement.objects.generation import Generational, compare_and_swap
 from placement.objects.inventory import InventoryUsage
 
@@ -69,25 +70,15 @@ class ProviderGenerationRace(ConcurrentWrite):
 
 # -- Capacity (the one place allocation writes read it)
 
-def _allocated(*conditions: sa.ColumnElement[bool]) -> sa.ScalarSelect:
-    """The amount allocated of the inventory of the enclosing query (by the
-    allocations matching ``conditions``), 0 when none."""
-    return (sa.select(sa.func.coalesce(sa.func.sum(_allocation.c.used), 0))
-            .where(_allocation.c.resource_provider_id == _inventory.c.resource_provider_id,
-                   _allocation.c.resource_class_id == _inventory.c.resource_class_id,
-                   *conditions)
-            .scalar_subquery())
-
-
 # Every inventory of some providers in some classes, with the amount
 # allocated and the part of it held by the consumers being written.
 _CAPACITY = db_api.SizedStatement(lambda provider_ids, class_ids, consumer_uuids: (
     sa.select(_inventory.c.resource_provider_id, _inventory.c.resource_class_id,
               _inventory.c.total, _inventory.c.reserved, _inventory.c.min_unit,
               _inventory.c.max_unit, _inventory.c.step_size, _inventory.c.allocation_ratio,
-              _allocated().label("used"),
-              _allocated(db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids",
-                                         consumer_uuids)).label("written"))
+              usage_obj.allocated_of_inventory().label("used"),
+              usage_obj.allocated_of_inventory(db_api.bound_in(
+                  _allocation.c.consumer_id, "consumer_uuids", consumer_uuids)).label("written"))
     .where(db_api.bound_in(_inventory.c.resource_provider_id, "provider_ids", provider_ids),
            db_api.bound_in(_inventory.c.resource_class_id, "class_ids", class_ids))))
 
