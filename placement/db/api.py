@@ -28,7 +28,7 @@ from oslo_log import log as logging
 from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
-from placement.db import sqlite_writers
+from placement.db import provider_changes, sqlite_writers
 
 LOG = logging.getLogger(__name__)
 
@@ -246,11 +246,15 @@ class Database:
             try:
                 with connection.begin():
                     yield connection
+                    # last: the shard rows it locks are held until COMMIT
+                    provider_changes.flush(connection)
                     committing = True
             except db_exc.DBConnectionError as error:
                 if committing:
                     raise CommitOutcomeUnknown(error) from error
                 raise
+            finally:
+                provider_changes.discard(connection)
 
     def retry_on_db_error(self, function: Callable[..., T]) -> Callable[..., T]:
         """Run ``function`` again (in a new transaction) after a deadlock, a

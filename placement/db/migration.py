@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
-from placement.db import tables
+from placement.db import provider_changes, tables
 
 ALEMBIC_INI = os.path.join(os.path.dirname(__file__), "alembic.ini")
 
@@ -63,16 +63,19 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(Config(ALEMBIC_INI)).get_current_head()
 
 
-def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict]) -> None:
-    """Insert the rows whose name is not there yet. Several workers may start
-    at once, so a row another process inserted meanwhile is not an error."""
+def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict],
+                    key: str = "name") -> None:
+    """Insert the rows whose ``key`` is not there yet. Several workers may
+    start at once, so a row another process inserted meanwhile is not an
+    error."""
     with engine.begin() as connection:
-        existing = set(connection.scalars(sa.select(table.c.name)))
-    missing = [row for row in rows if row["name"] not in existing]
+        existing = set(connection.scalars(sa.select(table.c[key])))
+    missing = [row for row in rows if row[key] not in existing]
     if not missing:
         return
-    now = timeutils.utcnow().replace(tzinfo=None)
-    missing = [dict(row, created_at=now) for row in missing]
+    if "created_at" in table.c:
+        now = timeutils.utcnow().replace(tzinfo=None)
+        missing = [dict(row, created_at=now) for row in missing]
     try:
         with engine.begin() as connection:
             connection.execute(table.insert(), missing)
@@ -86,7 +89,8 @@ def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict])
 
 
 def sync_standard_data(engine: sa.engine.Engine) -> None:
-    """Every standard resource class (id = its index) and standard trait."""
+    """Every standard resource class (id = its index), standard trait and
+    provider change shard."""
     _insert_missing(
         engine,
         tables.resource_classes,
@@ -95,3 +99,8 @@ def sync_standard_data(engine: sa.engine.Engine) -> None:
     _insert_missing(
         engine, tables.traits, [{"name": name} for name in sorted(os_traits.get_traits())]
     )
+    # the counters of provider changes (placement.db.provider_changes),
+    # which writers only ever update
+    _insert_missing(engine, tables.provider_change_shards,
+                    [{"shard": shard, "version": 0} for shard in range(provider_changes.SHARDS)],
+                    key="shard")

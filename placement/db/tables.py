@@ -173,3 +173,22 @@ resource_provider_aggregates = sa.Table(
     sa.Index("resource_provider_aggregates_aggregate_id_idx", "aggregate_id"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# What provider caches follow (placement.db.provider_changes): a change
+# counter per shard of providers, and the last changes of each shard.
+provider_change_shards = sa.Table(
+    "provider_change_shards",
+    metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+provider_changes = sa.Table(
+    "provider_changes",
+    metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)

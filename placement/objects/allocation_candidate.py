@@ -1,22 +1,21 @@
 """Allocation candidates: which sets of providers could satisfy a request now.
 
 ``find`` validates the names of the request, takes the providers from this
-process's copy (``placement.objects.provider_cache``, checked against the
-database at each request), reads what changes without a generation (usages,
-aggregates) with a fixed number of queries (long id lists are sent in
-chunks), runs the in-memory search of ``placement.objects.candidate_search``
-and describes the providers involved. It never writes.
+process's copy (``placement.objects.provider_cache``, brought up to date
+with the database's changes at each request), reads the usages of the
+providers it looks at (long id lists are sent in chunks), runs the
+in-memory search of ``placement.objects.candidate_search`` and describes
+the providers involved. It never writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+import functools
+import itertools
 from collections.abc import Iterator
 
-import os_traits
 import sqlalchemy as sa
-from sqlalchemy.orm import aliased
 
 from placement import exceptions
 from placement.db import tables
@@ -36,8 +35,6 @@ __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
 
 _alloc = tables.allocations
-_agg = tables.placement_aggregates
-_rp_agg = tables.resource_provider_aggregates
 
 
 @dataclasses.dataclass
@@ -132,27 +129,8 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
     return dataclasses.replace(inventory_usage, used=used) if used else inventory_usage
 
 
-def _sharing_anchors(connection: sa.engine.Connection, snapshot: Snapshot
-                     ) -> dict[int, set[int]]:
-    """Sharing provider id -> roots of the trees it shares with, its own
-    root included (aggregates are read afresh: they change without a
-    generation)."""
-    sharing_ids = [provider.id for provider in snapshot.providers.values()
-                   if os_traits.MISC_SHARES_VIA_AGGREGATE in provider.traits]
-    anchors = {provider_id: {snapshot.providers[provider_id].row.root_id}
-               for provider_id in sharing_ids}
-    sharing_agg = aliased(_rp_agg)
-    member_agg = aliased(_rp_agg)
-    for chunk in chunks(sharing_ids):
-        for sharing_id, member_id in plain_rows(connection, (
-                sa.select(sharing_agg.c.resource_provider_id, member_agg.c.resource_provider_id)
-                .join(member_agg, member_agg.c.aggregate_id == sharing_agg.c.aggregate_id)
-                .where(among(sharing_agg.c.resource_provider_id, chunk)))):
-            member = snapshot.providers.get(member_id)
-            if member is not None:  # created after the snapshot: not searched
-                anchors[sharing_id].add(member.row.root_id)
-    return anchors
-
+# The fewest anchors a batch loads (see _SnapshotWorld.anchors).
+_SMALLEST_BATCH = 8
 
 # Search records kept per cached provider (one per set of requested classes
 # seen): a bound on the memory of unusual requests.
@@ -166,9 +144,10 @@ class _SnapshotWorld(World):
     before its anchors are searched, with the sharing providers serving
     them. With a limit, the search usually stops long before the last batch.
 
-    Every tree that has an inventory of a requested class or a sharing
-    provider serving it is an anchor. Providers carry the inventories of the
-    requested classes and the aggregates the request names; providers
+    The anchors are the trees that have an inventory of a requested class
+    or a sharing provider with one serving them, narrowed to the trees a
+    group's ``member_of`` or ``in_tree`` can reach (snapshot.anchors).
+    Providers carry the inventories of the requested classes; providers
     without a requested class matter only to resourceless groups and
     same_subtree, so whole trees are taken only when the request has those.
     """
@@ -180,121 +159,110 @@ class _SnapshotWorld(World):
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
         self._whole_trees = bool(options.same_subtree) or not all(
             group.resources for group in groups)
-        # Everything is consumed anyway without a limit or when the results
-        # are sampled or counted first.
-        everything = (options.limit is None or options.randomize or options.breadth_first
-                      or options.max_candidates > 0)
-        self._first_batch = None if everything else max(8, options.limit)
-        # (provider id, class id) -> used, of the providers added so far
-        self._used: dict[tuple[int, int], int] = {}
-        self._using: set[int] = set()  # the providers of those
-        # the search records of providers without usage or named aggregates
-        # depend on the classes only: they are kept with the cached provider
+        # without a limit everything is consumed anyway
+        self._first_batch = (None if options.limit is None
+                             else max(_SMALLEST_BATCH, options.limit // 8))
+        # the search records of providers without usage depend on the
+        # classes only: they are kept with the cached provider
         self._record_key = ("search", tuple(sorted(self._class_names.items())))
-        self._aggregates = self._named_aggregates(connection, groups)
-
         tree_roots_by_uuid = {
-            uuid: snapshot.providers[snapshot.ids_by_uuid[uuid]].row.root_id
+            uuid: snapshot.providers[snapshot.ids_by_uuid[uuid]].root_id
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
             if uuid in snapshot.ids_by_uuid}
-        super().__init__({}, _sharing_anchors(connection, snapshot), snapshot.has_nesting,
-                         tree_roots_by_uuid)
+        super().__init__({}, snapshot.sharing, snapshot.has_nesting, tree_roots_by_uuid, {})
+        if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
+               for group in groups if group.resources):
+            self._anchor_ids: tuple[int, ...] = ()  # a group with no possible provider
+        else:
+            self._anchor_ids = snapshot.anchors(
+                self._class_names.keys(),
+                dict.fromkeys(frozenset().union(*group.aggregates.required)
+                              for group in groups if group.aggregates.required),
+                {tree_roots_by_uuid[group.in_tree] for group in groups
+                 if group.resources and group.in_tree is not None})
 
-        anchors = set().union(
-            *self.sharing_anchors.values(),
-            *(snapshot.holder_roots.get(class_id, ()) for class_id in self._class_names))
-        for group in groups:
-            if group.aggregates.required:
-                anchors &= self._anchors_reaching(set().union(*group.aggregates.required))
-        self._anchor_ids = sorted(anchors)
-
-    def _anchors_reaching(self, aggregate_uuids: set[str]) -> set[int]:
-        """The anchors with a provider (of the tree, or sharing with it) in
-        one of ``aggregate_uuids``: a group requiring them has no candidate
-        elsewhere, whichever provider (or root) must be in them."""
-        providers = self._snapshot.providers
-        reaching = set()
-        for provider_id, aggregates in self._aggregates.items():
-            if provider_id in providers and not aggregates.isdisjoint(aggregate_uuids):
-                reaching.add(providers[provider_id].row.root_id)
-                reaching.update(self.sharing_anchors.get(provider_id, ()))
-        return reaching
-
-    @staticmethod
-    def _named_aggregates(connection: sa.engine.Connection, groups: list[RequestGroup]
-                          ) -> dict[int, frozenset[str]]:
-        aggregate_uuids = set().union(*(group.aggregates.names() for group in groups))
-        aggregates: dict[int, set[str]] = defaultdict(set)
-        for chunk in chunks(aggregate_uuids):
-            for provider_id, aggregate_uuid in connection.execute(
-                    sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
-                    .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
-                    .where(_agg.c.uuid.in_(chunk))):
-                aggregates[provider_id].add(aggregate_uuid)
-        return {provider_id: frozenset(uuids) for provider_id, uuids in aggregates.items()}
-
-    def anchors(self) -> Iterator[int]:
-        # Each anchor usually gives a result or more: a first batch of
-        # ``limit`` anchors mostly suffices, growing if it does not.
-        size, start = self._first_batch or len(self._anchor_ids), 0
-        if 2 * size >= len(self._anchor_ids):
-            # two batches would read more usages than one
-            size = len(self._anchor_ids)
-        while start < len(self._anchor_ids):
-            batch = self._anchor_ids[start:start + size]
-            self._add_trees(batch, every=size == len(self._anchor_ids))
+    def anchors(self, randomize: bool = False) -> Iterator[int]:
+        # An anchor gives from none to dozens of results (a tree served by
+        # many sharing providers): batches start at an eighth of the limit
+        # and grow fourfold, so that what is loaded for nothing stays small
+        # next to what the search needed, in a few queries.
+        anchor_ids = self._anchor_ids
+        order = provider_cache.random_order(anchor_ids) if randomize else iter(anchor_ids)
+        size, remaining = self._first_batch or len(anchor_ids), len(anchor_ids)
+        while remaining:
+            if 2 * size >= remaining:
+                size = remaining  # two batches would read more usages than one
+            batch = list(itertools.islice(order, size))
+            self._add_trees(batch, every=len(batch) == len(anchor_ids))
             yield from batch
-            start += size
-            size *= 2
+            remaining -= len(batch)
+            size *= 4
 
     def _add_trees(self, batch: list[int], every: bool) -> None:
         """The providers of the trees of ``batch`` (``every``: all anchors)
-        and the sharing providers serving them, unless already added, with
-        their usages."""
+        and the sharing providers serving them, with their usages, as the
+        members of those anchors."""
         snapshot = self._snapshot
-        wanted = [provider_id for provider_id, anchors in self.sharing_anchors.items()
-                  if provider_id not in self.providers and not anchors.isdisjoint(batch)]
+        members_of = {}
         for root_id in batch:
             tree = snapshot.trees[root_id]
-            if self._whole_trees:
-                wanted += tree
-            else:
-                wanted += [provider_id for provider_id in tree
-                           if provider_id == root_id
-                           or not self._class_names.keys().isdisjoint(
-                               snapshot.providers[provider_id].inventories)]
-        added = sorted(set(wanted).difference(self.providers))
-        requested = _alloc.c.resource_class_id.in_(sorted(self._class_names))
+            members = tree if self._whole_trees or len(tree) == 1 else [
+                provider_id for provider_id in tree
+                if provider_id == root_id or self._useful(provider_id)]
+            serving = [provider_id for provider_id in snapshot.sharing_serving(root_id)
+                       if provider_id in self._useful_sharing
+                       and snapshot.providers[provider_id].root_id != root_id]
+            members_of[root_id] = sorted([*members, *serving]) if serving else members
+        added = sorted({provider_id for members in members_of.values() for provider_id in members}
+                       .difference(self.providers))
+        used: dict[tuple[int, int], int] = {}
+        requested_condition = _alloc.c.resource_class_id.in_(sorted(self._class_names))
         # all at once is cheaper than naming the providers of every tree
-        for condition in [requested] if every else [
-                sa.and_(requested, among(_alloc.c.resource_provider_id, chunk))
+        for condition in [requested_condition] if every else [
+                sa.and_(requested_condition, among(_alloc.c.resource_provider_id, chunk))
                 for chunk in chunks(added)]:
-            used = _usages(self._connection, condition)
-            self._used.update(used)
-            self._using.update(provider_id for provider_id, _ in used)
-        self.add_providers([self._provider(snapshot.providers[provider_id])
-                            for provider_id in added], batch)
+            used.update(_usages(self._connection, condition))
+        using = {provider_id for provider_id, _ in used}
+        for provider_id in added:
+            self.providers[provider_id] = self._provider(
+                snapshot.providers[provider_id], used if provider_id in using else None)
+        for root_id, members in members_of.items():
+            self.members[root_id] = [self.providers[provider_id] for provider_id in members]
 
-    def _provider(self, cached: CachedProvider) -> Provider:
-        if cached.id in self._using or cached.id in self._aggregates:
-            return self._new_provider(cached)
+    def _useful(self, provider_id: int) -> bool:
+        """Can the provider be a member of a tree searched: does it have a
+        requested class (any provider, when whole trees are searched)?"""
+        return self._whole_trees or not self._class_names.keys().isdisjoint(
+            self._snapshot.providers[provider_id].inventories)
+
+    @functools.cached_property
+    def _useful_sharing(self) -> set[int]:
+        return {provider_id for provider_id in self._snapshot.sharing
+                if self._useful(provider_id)}
+
+    def _provider(self, cached: CachedProvider, used: dict[tuple[int, int], int] | None
+                  ) -> Provider:
+        """The search record of ``cached`` with its usages (``used``: None
+        when it has none)."""
+        if used is not None:
+            return self._new_provider(cached, used)
         record = cached.derived.get(self._record_key)
         if record is None:
             if len(cached.derived) >= _RECORDS_PER_PROVIDER:
                 cached.derived.clear()
-            record = cached.derived[self._record_key] = self._new_provider(cached)
+            record = cached.derived[self._record_key] = self._new_provider(cached, {})
         return record
 
-    def _new_provider(self, cached: CachedProvider) -> Provider:
-        row = cached.row
+    def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
+                      ) -> Provider:
         inventories = {}
         for class_id, inventory_usage in cached.inventories.items():
             class_name = self._class_names.get(class_id)
             if class_name is not None:
                 inventories[class_name] = _with_usage(
-                    inventory_usage, self._used.get((row.id, class_id), 0))
-        return Provider(row.id, row.uuid, row.parent_id, row.root_id, inventories,
-                        cached.traits, self._aggregates.get(row.id, frozenset()))
+                    inventory_usage, used.get((cached.id, class_id), 0))
+        return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
+                        cached.traits, cached.aggregates)
 
 
 # Provider summaries --------------------------------------------------------
@@ -305,7 +273,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
     giving providers themselves below 1.29 in a nested world)."""
     giving = {provider_id for result in results for provider_id, _, _ in result.allocations}
     if nested_aware or not snapshot.has_nesting:
-        roots = {snapshot.providers[provider_id].row.root_id for provider_id in giving}
+        roots = {snapshot.providers[provider_id].root_id for provider_id in giving}
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
@@ -318,7 +286,6 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
     summaries = []
     for provider_id in wanted:
         provider = snapshot.providers[provider_id]
-        row = provider.row
         resources = {}
         for class_id in sorted(provider.inventories):
             class_name = class_names[class_id]
@@ -326,10 +293,10 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
                 resources[class_name] = ResourceSummary(
                     provider.inventories[class_id].capacity, used.get((provider_id, class_id), 0))
         summaries.append(ProviderSummary(
-            uuid=row.uuid,
-            parent_provider_uuid=(None if row.parent_id is None
-                                  else snapshot.providers[row.parent_id].row.uuid),
-            root_provider_uuid=snapshot.providers[row.root_id].row.uuid,
+            uuid=provider.uuid,
+            parent_provider_uuid=(None if provider.parent_id is None
+                                  else snapshot.providers[provider.parent_id].uuid),
+            root_provider_uuid=snapshot.providers[provider.root_id].uuid,
             resources=resources,
             traits=list(provider.trait_names),
         ))

@@ -23,7 +23,7 @@ import dataclasses
 import itertools
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -48,47 +48,30 @@ class Provider:
 @dataclasses.dataclass
 class World:
     providers: dict[int, Provider]
-    # Sharing provider id -> roots of the trees it shares with (its own included).
-    sharing_anchors: dict[int, set[int]]
+    # The sharing providers (of the whole database, not only those here).
+    sharing: Collection[int]
     # Some provider in the database has a parent.
     has_nesting: bool
     # in_tree uuid -> root id of its tree (absent: no such provider).
     tree_roots_by_uuid: dict[str, int]
     # anchor (root) -> the providers of its tree and the sharing providers
-    # sharing with it, in the order of ``providers``
-    members: dict[int, list[Provider]] = dataclasses.field(init=False)
+    # sharing with it, in id order
+    members: dict[int, list[Provider]]
     _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.members = defaultdict(list)
-        self._index_members(self.providers.values())
-
-    def _index_members(self, providers: Iterable[Provider]) -> None:
-        for provider in providers:
-            self.members[provider.root_id].append(provider)
-            for anchor in self.sharing_anchors.get(provider.id, ()):
-                if anchor != provider.root_id:
-                    self.members[anchor].append(provider)
-
-    def add_providers(self, providers: list[Provider], anchors: list[int]) -> None:
-        """Providers loaded after the world was made (see ``anchors``); the
-        members of ``anchors``, about to be searched, are put in id order."""
-        for provider in providers:
-            self.providers[provider.id] = provider
-        self._index_members(providers)
-        for anchor in anchors:
-            self.members[anchor].sort(key=attrgetter("id"))
-
-    def anchors(self) -> Iterator[int]:
-        """The roots the search may anchor candidates at, in order. A world
-        loaded lazily overrides this to load the trees of each anchor just
-        before it is searched."""
-        return iter(sorted(self.members))
+    def anchors(self, randomize: bool = False) -> Iterator[int]:
+        """The roots the search may anchor candidates at, in id order (or a
+        random one). A world loaded lazily overrides this to load the trees
+        of each anchor just before it is searched."""
+        anchors = sorted(self.members)
+        if randomize:
+            random.shuffle(anchors)
+        return iter(anchors)
 
     @property
     def spread_unsuffixed(self) -> bool:
         """Does the unsuffixed group spread over a tree and sharing providers?"""
-        return self.has_nesting or bool(self.sharing_anchors)
+        return self.has_nesting or bool(self.sharing)
 
     def lineage(self, provider_id: int) -> frozenset[int]:
         """The provider and its ancestors (cached: same_subtree asks often)."""
@@ -104,6 +87,21 @@ class World:
         """Is one of ``provider_ids`` an ancestor (or self) of all the others?"""
         common = frozenset.intersection(*(self.lineage(p) for p in provider_ids))
         return not common.isdisjoint(provider_ids)
+
+
+def world_of(providers: Iterable[Provider], sharing_anchors: dict[int, set[int]],
+             has_nesting: bool, tree_roots_by_uuid: dict[str, int]) -> World:
+    """A world with every provider at hand; ``sharing_anchors``: sharing
+    provider id -> roots of the trees it shares with (its own included)."""
+    providers = sorted(providers, key=attrgetter("id"))
+    members: dict[int, list[Provider]] = defaultdict(list)
+    for provider in providers:
+        members[provider.root_id].append(provider)
+        for anchor in sharing_anchors.get(provider.id, ()):
+            if anchor != provider.root_id:
+                members[anchor].append(provider)
+    return World({provider.id: provider for provider in providers}, frozenset(sharing_anchors),
+                 has_nesting, tree_roots_by_uuid, dict(members))
 
 
 @dataclasses.dataclass
@@ -454,8 +452,15 @@ def _one_provider_per_tree(world: World, result: Result) -> bool:
     return len(giving) == len({world.providers[p].root_id for p in giving})
 
 
-def _round_robin(iterators: list[Iterator[Result]]) -> Iterator[Result]:
-    active = list(iterators)
+def _round_robin(iterators: Iterable[Iterator[Result]]) -> Iterator[Result]:
+    """One result of each iterator in turn. The first round takes the
+    iterators as it goes, so that a limit reached in it leaves the later
+    ones (anchors) unsearched."""
+    active = []
+    for iterator in iterators:
+        for item in itertools.islice(iterator, 1):
+            yield item
+            active.append(iterator)
     while active:
         still_active = []
         for iterator in active:
@@ -469,7 +474,7 @@ def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
     """``results`` without repeats. Only a result made of sharing providers
     alone can repeat (it is found at every anchor they serve); a result
     with any other provider comes from the one anchor that is its root."""
-    sharing = world.sharing_anchors
+    sharing = world.sharing
     seen: set[tuple] = set()
     for result in results:
         if all(provider_id in sharing
@@ -538,7 +543,9 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                 return None
         return [candidates[index] for index in range(len(groups))]
 
-    viable = (candidates for candidates in map(per_group, world.anchors())
+    # Randomized, the anchors come in a random order and the first results
+    # are a random sample (trees at random, then the ways to use each).
+    viable = (candidates for candidates in map(per_group, world.anchors(options.randomize))
               if candidates is not None)
 
     # Below 1.29 in a nested world, results using two providers of one tree
@@ -555,9 +562,9 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                                     prune_shared_trees).results()
                       for candidates in viable)
     # lazily: with a small limit, most anchors are never searched
-    stream = (_round_robin(list(per_anchor)) if options.breadth_first
+    stream = (_round_robin(per_anchor) if options.breadth_first
               else itertools.chain.from_iterable(per_anchor))
-    if world.sharing_anchors:
+    if world.sharing:
         # Only a sharing provider, reachable from several anchors, can make
         # the same result appear twice.
         stream = _unique(world, stream)
@@ -565,24 +572,7 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
         stream = itertools.islice(stream, options.max_candidates)
         if one_provider_per_tree:
             stream = (result for result in stream if _one_provider_per_tree(world, result))
+    results = list(itertools.islice(stream, options.limit))
     if options.randomize:
-        return _random_sample(stream, options.limit)
-    return list(itertools.islice(stream, options.limit))
-
-
-def _random_sample(stream: Iterable[Result], limit: int | None) -> list[Result]:
-    """A uniformly random sample of ``limit`` results (all of them if None),
-    in random order, keeping at most ``limit`` in memory (reservoir)."""
-    if limit is None:
-        results = list(stream)
-    else:
-        results = []
-        for seen, result in enumerate(stream):
-            if seen < limit:
-                results.append(result)
-            else:
-                slot = random.randint(0, seen)
-                if slot < limit:
-                    results[slot] = result
-    random.shuffle(results)
+        random.shuffle(results)
     return results

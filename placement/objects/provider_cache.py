@@ -1,38 +1,48 @@
-"""A per-process copy of what providers are: trees, inventories, traits.
+"""A per-process copy of what providers are: trees, inventories, traits,
+aggregates, and the indexes the allocation-candidate search starts from.
 
-The allocation-candidate search reads these for thousands of providers on
-every request, but they change rarely, and every change of them moves the
-provider generation (inventories, traits, reshapes, allocations), the parent
-or root (re-parenting), or the uuid (a provider deleted and another created
-with its id). So each request reads only ``(id, uuid, generation, parent,
-root)`` of every provider, one cheap query, and reloads the providers whose
-row differs from the copy. Data read after that row is at least as new as
-the row, so a copy is never older than the generation it is filed under: a
-later change always shows as a new generation and is reloaded.
+These change rarely and the search reads them for thousands of providers,
+so each process keeps them, and at each request asks the database what
+changed since (``placement.db.provider_changes``): one sum when nothing
+did, the changed providers' rows when some did. A request's work on the
+copy follows what changed, not how many providers exist. Data read after
+the change counters is at least as new as them, so the copy is never older
+than the versions it is filed under: any later change shows as a higher
+version and is reloaded.
 
-What is not kept here, because it changes without a generation: usages
-(deleting allocations leaves generations alone) and aggregates (set below
-microversion 1.19 without a generation). Callers read those per request.
+What is not kept here, because it changes with every claim: usages.
+Callers read those per request, for the providers they look at.
+
+A ``Snapshot`` is never modified once made: requests of other threads may
+be reading it. A refresh makes a new one that shares every unchanged
+record; the containers it changes are copied, which costs microseconds per
+thousand providers, and only when something changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
+import sys
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Iterable, Iterator
 
+import os_traits
 import sqlalchemy as sa
 
-from placement.db import tables
+from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
 
 _rp = tables.resource_providers
 _inv = tables.inventories
 _trait = tables.traits
 _rp_trait = tables.resource_provider_traits
+_agg = tables.placement_aggregates
+_rp_agg = tables.resource_provider_aggregates
+
+SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
 # Ids per IN (...) list: well below every backend's limit on bound parameters.
 CHUNK = 500
@@ -53,7 +63,7 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
 def plain_rows(connection: sa.engine.Connection, statement: sa.Select) -> list[tuple]:
     """The rows of ``statement`` as the driver's own tuples, for columns
     that need no conversion (integers, strings): SQLAlchemy rows cost
-    several times more to make and to compare."""
+    several times more to make."""
     result = connection.execute(statement)
     try:
         return result.cursor.fetchall()
@@ -61,129 +71,290 @@ def plain_rows(connection: sa.engine.Connection, statement: sa.Select) -> list[t
         result.close()
 
 
-class ProviderRow(NamedTuple):
-    """What every request reads of every provider to validate the copy (a
-    tuple: compared with the database rows as they come, thousands of
-    times per request)."""
-
-    id: int
-    uuid: str
-    generation: int
-    parent_id: int | None
-    root_id: int
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class CachedProvider:
-    row: ProviderRow
+    id: int
+    uuid: str
+    parent_id: int | None
+    root_id: int
     # resource class id -> the inventory, with ``used`` 0 (usages are per request)
     inventories: dict[int, InventoryUsage]
     # trait names in trait id order (the order provider summaries list them)
     trait_names: tuple[str, ...]
     traits: frozenset[str]
+    aggregates: frozenset[str]  # uuids
     # what readers derive from this provider alone, by a key of theirs: it
     # lives as long as this record (until the provider changes)
     derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def id(self) -> int:
-        return self.row.id
+    def sharing(self) -> bool:
+        return SHARING_TRAIT in self.traits
+
+
+def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
+    """Does ``new`` sit in every index of a snapshot exactly where ``old``
+    does (only inventory amounts or other traits changed)?"""
+    return (old is not None and new is not None and old.uuid == new.uuid
+            and old.parent_id == new.parent_id and old.root_id == new.root_id
+            and old.inventories.keys() == new.inventories.keys()
+            and old.aggregates == new.aggregates and old.sharing == new.sharing)
+
+
+# Entries of Snapshot.derived, made by requests as they need them (a bound
+# on the memory of unusual requests; the common ones are few).
+_DERIVED_ENTRIES = 64
 
 
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
-    """Every provider at one moment, with the indexes the search needs.
-    Never modified once built: requests running on other threads may be
-    reading it."""
+    """Every provider at one moment, with the indexes the search needs."""
 
     providers: dict[int, CachedProvider]
     # root id -> the providers of its tree, in id order
-    trees: dict[int, list[int]]
-    # resource class id -> roots of the trees with an inventory of it
-    holder_roots: dict[int, set[int]]
-    # uuid -> provider id
+    trees: dict[int, tuple[int, ...]]
     ids_by_uuid: dict[str, int]
-    has_nesting: bool
+    # providers that have a parent
+    nested_count: int
+    # root id -> the classes some provider of the tree has an inventory of
+    tree_classes: dict[int, frozenset[int]]
+    # class id -> roots of the trees with an inventory of it
+    holder_roots: dict[int, frozenset[int]]
+    # aggregate uuid -> the providers in it
+    aggregate_members: dict[str, frozenset[int]]
+    # the providers sharing their inventories with their aggregates
+    sharing: frozenset[int]
+    # what requests derive from the indexes above, by a key of theirs
+    # (made at most once per snapshot, dropped when the indexes change)
+    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
-    @classmethod
-    def build(cls, providers: dict[int, CachedProvider]) -> Snapshot:
-        trees: dict[int, list[int]] = defaultdict(list)
-        holder_roots: dict[int, set[int]] = defaultdict(set)
-        for provider_id in sorted(providers):
-            provider = providers[provider_id]
-            trees[provider.row.root_id].append(provider_id)
-            for class_id in provider.inventories:
-                holder_roots[class_id].add(provider.row.root_id)
-        return cls(providers, dict(trees), dict(holder_roots),
-                   {provider.row.uuid: provider.id for provider in providers.values()},
-                   any(provider.row.parent_id is not None for provider in providers.values()))
+    @property
+    def has_nesting(self) -> bool:
+        return self.nested_count > 0
 
-    def updated(self, changed: dict[int, CachedProvider]) -> Snapshot:
-        """This snapshot with ``changed`` providers (all of them in it)
-        replaced. When they keep their place and classes (an allocation, an
-        inventory total: the usual changes), the indexes stay as they are
-        instead of being rebuilt over every provider."""
-        providers = {**self.providers, **changed}
-        if all(_same_place(self.providers[provider_id], provider)
-               for provider_id, provider in changed.items()):
-            return dataclasses.replace(self, providers=providers)
-        return Snapshot.build(providers)
+    def cached(self, key: tuple, make: Callable[[], object]) -> object:
+        """``make()``, computed once per snapshot for ``key``. Two threads
+        may both compute it; either result is the same."""
+        value = self.derived.get(key)
+        if value is None:
+            if len(self.derived) >= _DERIVED_ENTRIES:
+                self.derived.clear()
+            value = self.derived[key] = make()
+        return value
+
+    # -- sharing providers
+
+    def aggregate_roots(self, aggregate_uuid: str) -> frozenset[int]:
+        """The roots of the trees with a provider in the aggregate."""
+        return self.cached(("aggregate roots", aggregate_uuid), lambda: frozenset(
+            self.providers[provider_id].root_id
+            for provider_id in self.aggregate_members.get(aggregate_uuid, ())))
+
+    def sharing_anchors(self, sharing_id: int) -> frozenset[int]:
+        """The roots of the trees a sharing provider shares with: its own,
+        and those with a provider in one of its aggregates."""
+        def make() -> frozenset[int]:
+            provider = self.providers[sharing_id]
+            return frozenset([provider.root_id]).union(
+                *(self.aggregate_roots(uuid) for uuid in provider.aggregates))
+        return self.cached(("sharing anchors", sharing_id), make)
+
+    def _sharing_by_aggregate(self) -> dict[str, frozenset[int]]:
+        def make() -> dict[str, frozenset[int]]:
+            by_aggregate: dict[str, set[int]] = defaultdict(set)
+            for sharing_id in self.sharing:
+                for uuid in self.providers[sharing_id].aggregates:
+                    by_aggregate[uuid].add(sharing_id)
+            return {uuid: frozenset(ids) for uuid, ids in by_aggregate.items()}
+        return self.cached(("sharing by aggregate",), make)
+
+    def sharing_serving(self, root_id: int) -> set[int]:
+        """The sharing providers that share with the tree of ``root_id``
+        (the ones in the tree included)."""
+        by_aggregate = self._sharing_by_aggregate()
+        serving = set()
+        for provider_id in self.trees[root_id]:
+            provider = self.providers[provider_id]
+            if provider_id in self.sharing:
+                serving.add(provider_id)
+            for uuid in provider.aggregates:
+                serving.update(by_aggregate.get(uuid, ()))
+        return serving
+
+    # -- where the search starts
+
+    def anchors(self, class_ids: Collection[int], aggregate_sets: Iterable[frozenset[str]],
+                tree_roots: Collection[int]) -> tuple[int, ...]:
+        """The roots of the trees that have an inventory of one of
+        ``class_ids`` or a sharing provider with one serving them, in id
+        order; only those reaching every set of ``aggregate_sets`` (the
+        tree, or a sharing provider serving it, in one of the set's
+        aggregates) and every tree of ``tree_roots`` (the tree itself, or
+        one a sharing provider of that tree shares with)."""
+        aggregate_sets = tuple(aggregate_sets)
+        tree_roots = frozenset(tree_roots)
+
+        def make() -> tuple[int, ...]:
+            roots = self._class_anchors(frozenset(class_ids))
+            for aggregate_uuids in aggregate_sets:
+                roots = roots & self._reaching(aggregate_uuids)
+            for root_id in tree_roots:
+                roots = roots & self._tree_reach(root_id)
+            return tuple(sorted(roots))
+        return self.cached(("anchors", frozenset(class_ids), aggregate_sets, tree_roots), make)
+
+    def _class_anchors(self, class_ids: frozenset[int]) -> frozenset[int]:
+        def make() -> frozenset[int]:
+            sharing_with_class = [sharing_id for sharing_id in sorted(self.sharing)
+                                  if not class_ids.isdisjoint(
+                                      self.providers[sharing_id].inventories)]
+            return frozenset().union(
+                *(self.holder_roots.get(class_id, ()) for class_id in class_ids),
+                *(self.sharing_anchors(sharing_id) for sharing_id in sharing_with_class))
+        return self.cached(("class anchors", class_ids), make)
+
+    def _reaching(self, aggregate_uuids: frozenset[str]) -> frozenset[int]:
+        """Roots of trees with a provider in one of the aggregates, or
+        served by a sharing provider in one: a group requiring them has no
+        candidate elsewhere, whichever provider (or root) must be in them."""
+        by_aggregate = self._sharing_by_aggregate()
+        sharing_in = set().union(*(by_aggregate.get(uuid, ()) for uuid in aggregate_uuids))
+        return frozenset().union(
+            *(self.aggregate_roots(uuid) for uuid in aggregate_uuids),
+            *(self.sharing_anchors(sharing_id) for sharing_id in sharing_in))
+
+    def _tree_reach(self, root_id: int) -> frozenset[int]:
+        """The tree of ``root_id`` and the trees its sharing providers
+        share with: where the providers of a group in that tree can be
+        anchored."""
+        return frozenset([root_id]).union(*(
+            self.sharing_anchors(provider_id) for provider_id in self.trees.get(root_id, ())
+            if provider_id in self.sharing))
+
+    # -- changes
+
+    def updated(self, loaded: dict[int, CachedProvider], gone: Collection[int]) -> Snapshot:
+        """This snapshot with the ``loaded`` providers put in (new or
+        replacing their old record) and the ``gone`` ones taken out."""
+        providers = {**self.providers, **loaded}
+        for provider_id in gone:
+            providers.pop(provider_id, None)
+        if all(_same_place(self.providers.get(provider_id), provider)
+               for provider_id, provider in loaded.items()) and not any(
+                provider_id in self.providers for provider_id in gone):
+            # the usual change (an inventory total): every index holds
+            return dataclasses.replace(self, providers=providers, derived=self.derived)
+        return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 
-def _same_place(old: CachedProvider, new: CachedProvider) -> bool:
-    """Does ``new`` sit in the indexes exactly where ``old`` does?"""
-    return (old.row.uuid == new.row.uuid and old.row.parent_id == new.row.parent_id
-            and old.row.root_id == new.row.root_id
-            and old.inventories.keys() == new.inventories.keys())
+EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset())
 
 
-EMPTY = Snapshot.build({})
+class _Reindexing:
+    """The indexes of a snapshot after some providers changed place: only
+    the trees, classes and aggregates those providers were or are in are
+    looked at again."""
 
+    def __init__(self, old: Snapshot, providers: dict[int, CachedProvider],
+                 changed: Iterable[int]):
+        self.old = old
+        self.providers = providers
+        self.before = [old.providers[p] for p in changed if p in old.providers]
+        self.after = [providers[p] for p in changed if p in providers]
 
-_SCAN = sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation, _rp.c.parent_provider_id,
-                  _rp.c.root_provider_id)
+    def snapshot(self) -> Snapshot:
+        trees, tree_classes, holder_roots = self._trees()
+        ids_by_uuid = dict(self.old.ids_by_uuid)
+        for provider in self.before:
+            del ids_by_uuid[provider.uuid]
+        for provider in self.after:
+            ids_by_uuid[provider.uuid] = provider.id
+        nested_count = (self.old.nested_count
+                        - sum(provider.parent_id is not None for provider in self.before)
+                        + sum(provider.parent_id is not None for provider in self.after))
+        sharing = (self.old.sharing.difference(provider.id for provider in self.before)
+                   .union(provider.id for provider in self.after if provider.sharing))
+        return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
+                        holder_roots, self._aggregate_members(), sharing)
 
-
-class ProviderCache:
-    """The newest snapshot of one database, refreshed by ``current``."""
-
-    def __init__(self) -> None:
-        self._snapshot = EMPTY
-        # one refresh at a time: concurrent requests would load the same rows
-        self._lock = threading.Lock()
-
-    def current(self, connection: sa.engine.Connection) -> Snapshot:
-        """The providers as ``connection``'s transaction sees them (data
-        possibly newer, never older)."""
-        # compared by the thousand: the driver's own tuples (see plain_rows)
-        rows = plain_rows(connection, _SCAN)
-        with self._lock:
-            snapshot = self._snapshot
-            kept = snapshot.providers
-            stale = [ProviderRow(*row) for row in rows
-                     if row[0] not in kept or kept[row[0]].row != row]
-            if not stale and len(rows) == len(kept):
-                return snapshot
-            loaded = _load(connection, stale, every=len(stale) == len(rows))
-            if len(rows) == len(kept) and all(row.id in kept for row in stale):
-                # the same providers as the snapshot's (none went, none came)
-                self._snapshot = snapshot.updated(loaded)
+    def _trees(self) -> tuple[dict, dict, dict]:
+        old = self.old
+        removed = {provider.id for provider in self.before}
+        added: dict[int, list[int]] = defaultdict(list)
+        for provider in self.after:
+            added[provider.root_id].append(provider.id)
+        roots = {provider.root_id for provider in self.before} | added.keys()
+        trees = dict(old.trees)
+        tree_classes = dict(old.tree_classes)
+        gained: dict[int, set[int]] = defaultdict(set)  # class id -> roots
+        lost: dict[int, set[int]] = defaultdict(set)
+        for root_id in roots:
+            members = sorted({*(p for p in old.trees.get(root_id, ()) if p not in removed),
+                              *added.get(root_id, ())})
+            classes = frozenset().union(
+                *(self.providers[p].inventories.keys() for p in members))
+            before = old.tree_classes.get(root_id, frozenset())
+            for class_id in classes - before:
+                gained[class_id].add(root_id)
+            for class_id in before - classes:
+                lost[class_id].add(root_id)
+            if members:
+                trees[root_id] = tuple(members)
+                tree_classes[root_id] = classes
             else:
-                providers = {row[0]: kept[row[0]] for row in rows
-                             if row[0] in kept and kept[row[0]].row == row}
-                self._snapshot = Snapshot.build({**providers, **loaded})
-            return self._snapshot
+                trees.pop(root_id, None)
+                tree_classes.pop(root_id, None)
+        holder_roots = dict(old.holder_roots)
+        for class_id in gained.keys() | lost.keys():
+            holder_roots[class_id] = (holder_roots.get(class_id, frozenset())
+                                      .difference(lost[class_id]).union(gained[class_id]))
+            if not holder_roots[class_id]:
+                del holder_roots[class_id]
+        return trees, tree_classes, holder_roots
+
+    def _aggregate_members(self) -> dict[str, frozenset[int]]:
+        gained: dict[str, set[int]] = defaultdict(set)
+        lost: dict[str, set[int]] = defaultdict(set)
+        for provider in self.before:
+            for uuid in provider.aggregates:
+                lost[uuid].add(provider.id)
+        for provider in self.after:
+            for uuid in provider.aggregates:
+                gained[uuid].add(provider.id)
+        members = dict(self.old.aggregate_members)
+        for uuid in gained.keys() | lost.keys():
+            members[uuid] = (members.get(uuid, frozenset())
+                             .difference(lost[uuid]).union(gained[uuid]))
+            if not members[uuid]:
+                del members[uuid]
+        return members
 
 
-def _load(connection: sa.engine.Connection, rows: list[ProviderRow], every: bool
+def random_order(items: tuple[int, ...]) -> Iterator[int]:
+    """``items`` in a random order, drawn as they are consumed (a partial
+    Fisher-Yates shuffle: taking k of n items costs k draws)."""
+    pool = list(items)
+    for index in range(len(pool)):
+        pick = random.randrange(index, len(pool))
+        pool[index], pool[pick] = pool[pick], pool[index]
+        yield pool[index]
+
+
+# -- Loading -----------------------------------------------------------------
+
+def _load(connection: sa.engine.Connection, ids: Iterable[int] | None
           ) -> dict[int, CachedProvider]:
-    """Inventories and traits of the providers of ``rows`` (``every``: all
-    providers, read without naming them)."""
+    """The providers ``ids`` that exist (None: all of them), with their
+    inventories, traits and aggregates."""
+    conditions = [sa.true()] if ids is None else [among(_rp.c.id, chunk) for chunk in chunks(ids)]
+    rows: list[tuple] = []
     inventories: dict[int, dict[int, InventoryUsage]] = defaultdict(dict)
     traits: dict[int, list[str]] = defaultdict(list)
-    conditions = [sa.true()] if every else [
-        among(_rp.c.id, chunk) for chunk in chunks(row.id for row in rows)]
+    aggregates: dict[int, list[str]] = defaultdict(list)
     for condition in conditions:
+        rows += plain_rows(connection, sa.select(
+            _rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id, _rp.c.root_provider_id)
+            .where(condition))
         for (provider_id, class_id, total, reserved, min_unit, max_unit, step_size,
              allocation_ratio) in connection.execute(
                 sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
@@ -192,16 +363,62 @@ def _load(connection: sa.engine.Connection, rows: list[ProviderRow], every: bool
                 .join(_rp, _rp.c.id == _inv.c.resource_provider_id).where(condition)):
             inventories[provider_id][class_id] = InventoryUsage(
                 total, reserved, min_unit, max_unit, step_size, allocation_ratio, 0)
-        for provider_id, name in connection.execute(
+        for provider_id, name in plain_rows(connection, (
                 sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
                 .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
                 .join(_rp, _rp.c.id == _rp_trait.c.resource_provider_id)
-                .where(condition).order_by(_trait.c.id)):
-            traits[provider_id].append(name)
-    return {row.id: CachedProvider(row, inventories.get(row.id, {}),
-                                   tuple(traits.get(row.id, ())),
-                                   frozenset(traits.get(row.id, ())))
-            for row in rows}
+                .where(condition).order_by(_trait.c.id))):
+            traits[provider_id].append(sys.intern(name))
+        for provider_id, uuid in plain_rows(connection, (
+                sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
+                .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
+                .join(_rp, _rp.c.id == _rp_agg.c.resource_provider_id)
+                .where(condition))):
+            aggregates[provider_id].append(sys.intern(uuid))
+    return {provider_id: CachedProvider(
+                provider_id, uuid, parent_id, root_id, inventories.get(provider_id, {}),
+                tuple(traits.get(provider_id, ())), frozenset(traits.get(provider_id, ())),
+                frozenset(aggregates.get(provider_id, ())))
+            for provider_id, uuid, parent_id, root_id in rows}
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+    snapshot: Snapshot
+    versions: dict[int, int]  # shard -> version the snapshot is as new as
+    total: int  # their sum; -1 before the first load
+
+
+class ProviderCache:
+    """The newest snapshot of one database, refreshed by ``current``."""
+
+    def __init__(self) -> None:
+        self._state = _State(EMPTY, {}, -1)
+        # one refresh at a time: concurrent requests would load the same rows
+        self._lock = threading.Lock()
+
+    def current(self, connection: sa.engine.Connection) -> Snapshot:
+        """The providers as ``connection``'s transaction sees them (or
+        newer, never older)."""
+        total = provider_changes.total(connection)
+        state = self._state
+        if total <= state.total:
+            # nothing changed (or this transaction is older than the copy)
+            return state.snapshot
+        with self._lock:
+            state = self._state
+            if total <= state.total:
+                return state.snapshot
+            versions = provider_changes.versions(connection)
+            changed = (None if state.total < 0 else
+                       provider_changes.changed_since(connection, state.versions, versions))
+            if changed is None:  # the first load, or too far behind
+                snapshot = EMPTY.updated(_load(connection, None), ())
+            else:
+                loaded = _load(connection, changed)
+                snapshot = state.snapshot.updated(loaded, changed - loaded.keys())
+            self._state = _State(snapshot, versions, total)
+            return snapshot
 
 
 _caches: weakref.WeakKeyDictionary[sa.engine.Engine, ProviderCache] = weakref.WeakKeyDictionary()

@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from placement.db import api as db_api
-from placement.db import migration, tables
+from placement.db import migration, provider_changes, tables
 from tests import db as test_db
 
 
@@ -58,6 +58,8 @@ def test_a_fresh_database_holds_only_the_standard_data(backend):
                     assert _count(connection, table) == len(os_resource_classes.STANDARDS)
                 elif table is tables.traits:
                     assert _count(connection, table) == len(os_traits.get_traits())
+                elif table is tables.provider_change_shards:
+                    assert _count(connection, table) == provider_changes.SHARDS
                 else:
                     assert _count(connection, table) == 0, table.name
     finally:

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from placement.objects import candidate_search
 from placement.objects.candidate_search import (
     Provider,
     RequestGroup,
     SearchOptions,
     World,
     search,
+    world_of,
 )
 from placement.objects.filters import TraitFilter
 from placement.objects.inventory import InventoryUsage
@@ -27,7 +27,7 @@ def two_flat_providers_with_two_children_each() -> World:
         Provider(4, "r4", None, 4), Provider(5, "c5", 4, 4, vcpu(1)),
         Provider(6, "c6", 4, 4, vcpu(1)),
     ]
-    return World({p.id: p for p in providers}, {}, True, {})
+    return world_of(providers, {}, True, {})
 
 
 GROUPS = [RequestGroup("1", {"VCPU": 1}), RequestGroup("2", {"VCPU": 1})]
@@ -70,19 +70,20 @@ def test_randomized_sample_keeps_limit_distinct_results():
     assert {r.key() for r in shuffled} == every
 
 
-def test_reservoir_sample_without_limit_is_a_permutation():
-    items = list(range(20))
-    assert sorted(candidate_search._random_sample(iter(items), None)) == items
-    sample = candidate_search._random_sample(iter(items), 5)
-    assert len(set(sample)) == 5
-    assert set(sample) <= set(items)
+def test_randomized_search_starts_at_random_trees():
+    """A randomized search takes the trees in a random order: a limit of one
+    does not always give the first tree's first result."""
+    world = two_flat_providers_with_two_children_each()
+    roots = {roots_of(world, search(world, GROUPS, SearchOptions(
+        group_policy="isolate", limit=1, randomize=True)))[0] for _ in range(50)}
+    assert roots == {1, 4}
 
 
 def test_shared_provider_reached_from_two_trees_counted_once():
     disk = {"DISK_GB": InventoryUsage(100, 0, 1, 100, 1, 1.0, 0)}
     providers = [Provider(1, "cn1", None, 1, vcpu(4)), Provider(2, "cn2", None, 2, vcpu(4)),
                  Provider(3, "ss", None, 3, disk)]
-    world = World({p.id: p for p in providers}, {3: {1, 2, 3}}, False, {})
+    world = world_of(providers, {3: {1, 2, 3}}, False, {})
     results = search(world, [RequestGroup("", {"DISK_GB": 10})], SearchOptions())
     assert [r.allocations for r in results] == [((3, "DISK_GB", 10),)]
     both = search(world, [RequestGroup("", {"DISK_GB": 10, "VCPU": 1})], SearchOptions())
@@ -94,8 +95,8 @@ def test_max_candidates_counts_results_dropped_below_1_29():
     """Section 4: max_allocation_candidates (step 8) counts results before
     the pre-1.29 rule (step 9) drops those using two providers of a tree."""
     world = two_flat_providers_with_two_children_each()
-    world = World({**world.providers, 7: Provider(7, "flat7", None, 7, vcpu(2))},
-                  {}, True, {})
+    world = world_of([*world.providers.values(), Provider(7, "flat7", None, 7, vcpu(2))],
+                     {}, True, {})
     options = {"group_policy": "none", "nested_aware": False}
     # depth-first: roots 1 and 4 give two results each (two children), root 7 one
     assert search(world, GROUPS, SearchOptions(**options, max_candidates=4)) == []
