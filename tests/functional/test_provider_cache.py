@@ -5,59 +5,15 @@ what one request computes (its usages) must not leak into the copy."""
 
 from __future__ import annotations
 
-import json
 import uuid as uuid_lib
 
 import pytest
 import sqlalchemy as sa
-import webob
 
 from placement.db import tables
 from tests.db import FreshDatabase
 from tests.fixtures.base import build_app
-
-VERSION = "placement 1.39"
-
-
-class Client:
-    def __init__(self, app):
-        self.app = app
-
-    def call(self, method: str, path: str, body=None, version: str = VERSION):
-        request = webob.Request.blank(path, method=method, headers={
-            "X-Auth-Token": "admin", "OpenStack-API-Version": version,
-            "Accept": "application/json"})
-        if body is not None:
-            request.body = json.dumps(body).encode()
-            request.content_type = "application/json"
-        response = request.get_response(self.app)
-        assert response.status_int < 400, (method, path, response.status, response.text)
-        return response.json if response.body else None
-
-    def provider(self, name: str, parent: str | None = None, **inventories) -> str:
-        provider_uuid = str(uuid_lib.uuid4())
-        body = {"name": name, "uuid": provider_uuid}
-        if parent:
-            body["parent_provider_uuid"] = parent
-        self.call("POST", "/resource_providers", body)
-        if inventories:
-            self.set_inventories(provider_uuid, **inventories)
-        return provider_uuid
-
-    def generation(self, provider_uuid: str) -> int:
-        return self.call("GET", f"/resource_providers/{provider_uuid}")["generation"]
-
-    def set_inventories(self, provider_uuid: str, **totals) -> None:
-        self.call("PUT", f"/resource_providers/{provider_uuid}/inventories", {
-            "resource_provider_generation": self.generation(provider_uuid),
-            "inventories": {name: {"total": total} for name, total in totals.items()}})
-
-    def candidates(self, query: str, version: str = VERSION) -> dict:
-        return self.call("GET", f"/allocation_candidates?{query}", version=version)
-
-    def candidate_providers(self, query: str, version: str = VERSION) -> list[set[str]]:
-        body = self.candidates(query, version)
-        return [set(request["allocations"]) for request in body["allocation_requests"]]
+from tests.fixtures.provider_api import ProviderApi, in_process
 
 
 @pytest.fixture
@@ -69,33 +25,33 @@ def database():
 
 @pytest.fixture
 def client(database):
-    return Client(build_app(database))
+    return ProviderApi(in_process(build_app(database)))
 
 
 def test_inventory_changes_show_at_once(client):
     compute = client.provider("cn1", VCPU=4)
-    assert client.candidate_providers("resources=VCPU:4") == [{compute}]
-    client.set_inventories(compute, VCPU=2)
-    assert client.candidate_providers("resources=VCPU:4") == []
-    client.set_inventories(compute, VCPU=8, MEMORY_MB=1024)
-    assert client.candidate_providers("resources=VCPU:4,MEMORY_MB:512") == [{compute}]
+    assert client.candidate_sets("resources=VCPU:4") == [{compute}]
+    client.inventories(compute, VCPU=2)
+    assert client.candidate_sets("resources=VCPU:4") == []
+    client.inventories(compute, VCPU=8, MEMORY_MB=1024)
+    assert client.candidate_sets("resources=VCPU:4,MEMORY_MB:512") == [{compute}]
     client.call("DELETE", f"/resource_providers/{compute}/inventories")
-    assert client.candidate_providers("resources=VCPU:1") == []
+    assert client.candidate_sets("resources=VCPU:1") == []
 
 
 def test_new_and_deleted_providers_show_at_once(client):
     first = client.provider("cn1", VCPU=4)
-    assert client.candidate_providers("resources=VCPU:1") == [{first}]
+    assert client.candidate_sets("resources=VCPU:1") == [{first}]
     second = client.provider("cn2", VCPU=4)
-    assert client.candidate_providers("resources=VCPU:1") == [{first}, {second}]
+    assert client.candidate_sets("resources=VCPU:1") == [{first}, {second}]
     client.call("DELETE", f"/resource_providers/{first}")
-    assert client.candidate_providers("resources=VCPU:1") == [{second}]
+    assert client.candidate_sets("resources=VCPU:1") == [{second}]
     # one gone and one come between two searches: as many providers as before
     third = client.provider("cn3", VCPU=4)
-    assert client.candidate_providers("resources=VCPU:1") == [{second}, {third}]
+    assert client.candidate_sets("resources=VCPU:1") == [{second}, {third}]
     client.call("DELETE", f"/resource_providers/{second}")
     fourth = client.provider("cn4", VCPU=4)
-    assert client.candidate_providers("resources=VCPU:1") == [{third}, {fourth}]
+    assert client.candidate_sets("resources=VCPU:1") == [{third}, {fourth}]
 
 
 def test_a_new_provider_reusing_a_deleted_id_is_not_mistaken_for_it(client, database):
@@ -107,7 +63,7 @@ def test_a_new_provider_reusing_a_deleted_id_is_not_mistaken_for_it(client, data
     with database.db.reader() as connection:
         old_id, generation = connection.execute(
             sa.select(_rp.c.id, _rp.c.generation).where(_rp.c.uuid == old)).one()
-    assert client.candidate_providers("resources=VCPU:1") == [{old}]
+    assert client.candidate_sets("resources=VCPU:1") == [{old}]
     client.call("DELETE", f"/resource_providers/{old}")
     new = str(uuid_lib.uuid4())
     with database.db.writer() as connection:
@@ -116,23 +72,23 @@ def test_a_new_provider_reusing_a_deleted_id_is_not_mistaken_for_it(client, data
             id=old_id, uuid=new, name="new", generation=generation))
         connection.execute(sa.update(_rp).where(_rp.c.id == old_id)
                            .values(root_provider_id=old_id))
-    assert client.candidate_providers("resources=VCPU:1") == []
-    client.set_inventories(new, VCPU=4)
-    assert client.candidate_providers("resources=VCPU:1") == [{new}]
+    assert client.candidate_sets("resources=VCPU:1") == []
+    client.inventories(new, VCPU=4)
+    assert client.candidate_sets("resources=VCPU:1") == [{new}]
 
 
 def test_traits_changes_show_at_once(client):
     compute = client.provider("cn1", VCPU=4)
     query = "resources=VCPU:1&required=HW_CPU_X86_AVX2"
-    assert client.candidate_providers(query) == []
+    assert client.candidate_sets(query) == []
     client.call("PUT", f"/resource_providers/{compute}/traits", {
         "resource_provider_generation": client.generation(compute),
         "traits": ["HW_CPU_X86_AVX2"]})
-    assert client.candidate_providers(query) == [{compute}]
+    assert client.candidate_sets(query) == [{compute}]
     summary = client.candidates(query)["provider_summaries"][compute]
     assert summary["traits"] == ["HW_CPU_X86_AVX2"]
     client.call("DELETE", f"/resource_providers/{compute}/traits")
-    assert client.candidate_providers(query) == []
+    assert client.candidate_sets(query) == []
 
 
 def test_aggregates_set_without_a_generation_show_at_once(client):
@@ -144,17 +100,17 @@ def test_aggregates_set_without_a_generation_show_at_once(client):
         "resource_provider_generation": client.generation(disk),
         "traits": ["MISC_SHARES_VIA_AGGREGATE"]})
     query = "resources=VCPU:1,DISK_GB:10"
-    assert client.candidate_providers(query) == []
+    assert client.candidate_sets(query) == []
     generations = client.generation(compute), client.generation(disk)
     for provider_uuid in (compute, disk):
         client.call("PUT", f"/resource_providers/{provider_uuid}/aggregates", [aggregate],
                     version="placement 1.18")
     assert (client.generation(compute), client.generation(disk)) == generations
-    assert client.candidate_providers(query) == [{compute, disk}]
-    assert client.candidate_providers(f"{query}&member_of={aggregate}") == [{compute, disk}]
+    assert client.candidate_sets(query) == [{compute, disk}]
+    assert client.candidate_sets(f"{query}&member_of={aggregate}") == [{compute, disk}]
     client.call("PUT", f"/resource_providers/{compute}/aggregates", [],
                 version="placement 1.18")
-    assert client.candidate_providers(query) == []
+    assert client.candidate_sets(query) == []
 
 
 def test_reparenting_shows_at_once(client):
@@ -162,10 +118,10 @@ def test_reparenting_shows_at_once(client):
     root = client.provider("root", DISK_GB=100)
     numa = client.provider("numa", VCPU=4)
     query = "resources=DISK_GB:10,VCPU:1"
-    assert client.candidate_providers(query) == []
+    assert client.candidate_sets(query) == []
     client.call("PUT", f"/resource_providers/{numa}", {
         "name": "numa", "parent_provider_uuid": root})
-    assert client.candidate_providers(query) == [{root, numa}]
+    assert client.candidate_sets(query) == [{root, numa}]
     summary = client.candidates(query)["provider_summaries"][numa]
     assert summary["root_provider_uuid"] == root
     assert summary["parent_provider_uuid"] == root
@@ -183,11 +139,11 @@ def test_usages_follow_allocations_and_stay_out_of_the_copy(client):
     body = client.candidates("resources=VCPU:1")
     assert body["provider_summaries"][compute]["resources"]["VCPU"] == {
         "capacity": 4, "used": 3}
-    assert client.candidate_providers("resources=VCPU:2") == []
+    assert client.candidate_sets("resources=VCPU:2") == []
     generation = client.generation(compute)
     client.call("DELETE", f"/allocations/{consumer}")
     assert client.generation(compute) == generation
-    assert client.candidate_providers("resources=VCPU:2") == [{compute}]
+    assert client.candidate_sets("resources=VCPU:2") == [{compute}]
     body = client.candidates("resources=VCPU:1")
     assert body["provider_summaries"][compute]["resources"]["VCPU"] == {
         "capacity": 4, "used": 0}
@@ -203,5 +159,5 @@ def test_usages_of_trees_searched_in_later_batches(client):
             "allocations": {compute: {"resources": {"VCPU": 4}}},
             "project_id": project, "user_id": user, "consumer_generation": None,
             "consumer_type": "INSTANCE"})
-    assert client.candidate_providers("resources=VCPU:1&limit=2") == [
+    assert client.candidate_sets("resources=VCPU:1&limit=2") == [
         {computes[15]}, {computes[16]}]

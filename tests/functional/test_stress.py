@@ -24,28 +24,18 @@ holds part of a claim.
 from __future__ import annotations
 
 import collections
-import contextlib
-import http.client
-import json
-import os
 import random
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from placement.db import tables
 from tests import db as test_db
+from tests.fixtures.servers import Client, Servers, servers_on
 
-REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
-MICROVERSION = "placement 1.39"
 PROJECT_ID = str(uuid.uuid4())
 USER_ID = str(uuid.uuid4())
 
@@ -58,111 +48,6 @@ INVENTORY = {
     "VCPU": {"total": 16, "reserved": 2, "allocation_ratio": 1.5, "max_unit": 16},
     "MEMORY_MB": {"total": 4096, "reserved": 512, "allocation_ratio": 1.0, "max_unit": 4096},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Client:
-    """One keep-alive HTTP connection to one server process."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def request(self, method: str, path: str, body: object = None) -> tuple[int, object]:
-        headers = {"x-auth-token": "admin", "accept": "application/json",
-                   "openstack-api-version": MICROVERSION}
-        payload = None
-        if body is not None:
-            payload = json.dumps(body)
-            headers["content-type"] = "application/json"
-        for attempt in (1, 2):
-            try:
-                self.connection.request(method, path, payload, headers)
-                response = self.connection.getresponse()
-                data = response.read()
-                break
-            except (OSError, http.client.HTTPException):
-                self.connection.close()
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                # A read can be asked again; a write may have happened: its
-                # answer is unknown (status 0).
-                if method != "GET" or attempt == 2:
-                    return 0, None
-        return response.status, (json.loads(data) if data else None)
-
-    def close(self) -> None:
-        self.connection.close()
-
-
-class Servers:
-    """``SERVER_PROCESSES`` placement-api processes on one database."""
-
-    def __init__(self, database_url: str, log_dir: str) -> None:
-        config_dir = tempfile.mkdtemp(dir=log_dir)  # no placement.conf: nothing else is read
-        environment = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=config_dir,
-                           OS_PLACEMENT_DATABASE__CONNECTION=database_url,
-                           OS_API__AUTH_STRATEGY="noauth2")
-        self.ports = [_free_port() for _ in range(SERVER_PROCESSES)]
-        self.log_paths = [os.path.join(log_dir, f"server-{port}.log") for port in self.ports]
-        self.processes = []
-        for port, log_path in zip(self.ports, self.log_paths, strict=True):
-            with open(log_path, "wb") as log:
-                self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "placement.cmd.api", "--port", str(port),
-                     "--threads", "16"],
-                    cwd=REPOSITORY, env=environment, stdout=log, stderr=subprocess.STDOUT))
-        for port in self.ports:
-            self._wait_until_serving(port)
-
-    def _wait_until_serving(self, port: int) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if any(process.poll() is not None for process in self.processes):
-                break
-            try:
-                status, _ = Client(port).request("GET", "/")
-                if status == 200:
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"placement-api on port {port} did not start:\n{self.logs()}")
-
-    def client(self, index: int) -> Client:
-        return Client(self.ports[index % len(self.ports)])
-
-    def all_running(self) -> bool:
-        return all(process.poll() is None for process in self.processes)
-
-    def logs(self) -> str:
-        return "\n".join(open(path, errors="replace").read()[-4000:] for path in self.log_paths)
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-@contextlib.contextmanager
-def _servers_on(backend: str, log_dir: str) -> Iterator[tuple[Servers, str]]:
-    database = test_db.FreshDatabase(backend)
-    try:
-        running = Servers(database.url, log_dir)
-        try:
-            yield running, database.url
-        finally:
-            running.stop()
-    finally:
-        database.close()
 
 
 def _create_providers(client: Client, count: int = PROVIDERS, name: str = "stress") -> list[str]:
@@ -453,7 +338,7 @@ def _check_consistency(client: Client, database_url: str, provider_uuids: list[s
 
 def test_racing_claims_never_over_commit_nor_lose_allocations(backend, tmp_path, report):
     # On SQLite too: the server processes share one database file.
-    with _servers_on(backend, str(tmp_path)) as (running, database_url):
+    with servers_on(backend, str(tmp_path), SERVER_PROCESSES) as (running, database_url):
         _race(running, database_url, backend, report)
 
 
@@ -480,7 +365,7 @@ def _race(running: Servers, database_url: str, backend: str, report) -> None:
 
 def test_service_recovers_when_database_connections_are_killed(server_backend, tmp_path,
                                                                 report):
-    with _servers_on(server_backend, str(tmp_path)) as (running, database_url):
+    with servers_on(server_backend, str(tmp_path), SERVER_PROCESSES) as (running, database_url):
         _kill_connections_under_load(running, database_url, server_backend, report)
 
 
