@@ -276,8 +276,8 @@ class Database:
 
 def bound_in(column: sa.ColumnElement, name: str, size: int) -> sa.ColumnElement[bool]:
     """``column IN (:<name>_0, ..., :<name>_<size - 1>)``, for SizedStatement."""
-    return column.in_([sa.bindparam(f"{name}_{index}", type_=column.type)
-                       for index in range(size)])
+    return column.in_([sa.bindparam(parameter, type_=column.type)
+                       for parameter in _parameter_names(name, size)])
 
 
 def _size_class(length: int) -> int:
@@ -302,9 +302,19 @@ class SizedStatement:
     def __call__(self, **lists: list) -> tuple[sa.Executable, dict[str, object]]:
         """The statement and its parameters for these lists (by name)."""
         sizes = {name: _size_class(len(values)) for name, values in lists.items()}
-        parameters = {f"{name}_{index}": values[min(index, len(values) - 1)]
-                      for name, values in lists.items() for index in range(sizes[name])}
+        parameters: dict[str, object] = {}
+        for name, values in lists.items():
+            padding = sizes[name] - len(values)
+            parameters.update(zip(_parameter_names(name, sizes[name]),
+                                  [*values, *values[-1:] * padding] if padding else values,
+                                  strict=True))
         return self._build(**sizes), parameters
+
+
+@functools.lru_cache(maxsize=256)
+def _parameter_names(name: str, size: int) -> tuple[str, ...]:
+    """The bind parameter names bound_in gives a list of ``size``."""
+    return tuple(f"{name}_{index}" for index in range(size))
 
 
 def retrying(function: Callable[..., T]) -> Callable[..., T]:

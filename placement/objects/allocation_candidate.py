@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from placement import exceptions
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import provider_cache, resource_class, trait
 from placement.objects.candidate_search import (
@@ -29,7 +30,7 @@ from placement.objects.candidate_search import (
     search,
 )
 from placement.objects.inventory import InventoryUsage
-from placement.objects.provider_cache import CachedProvider, Snapshot, among, chunks, plain_rows
+from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
 __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
@@ -111,17 +112,37 @@ def _allocation_request(world: World, result: Result) -> AllocationRequest:
 
 # Loading -----------------------------------------------------------------
 
-def _usages(connection: sa.engine.Connection, condition: sa.ColumnElement
-            ) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> amount allocated, for the allocations
-    matching ``condition``."""
-    rows = plain_rows(connection, (
-        sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
-                  sa.func.sum(_alloc.c.used))
-        .where(condition)
-        .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id)))
-    # int(): SUM is a DECIMAL on MySQL
-    return {(provider_id, class_id): int(used) for provider_id, class_id, used in rows}
+def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
+    """Amounts allocated by (provider, class), for lists of ``provider_ids``
+    and ``class_ids`` of these sizes (0: any provider, any class)."""
+    conditions = []
+    if provider_ids:
+        conditions.append(db_api.bound_in(_alloc.c.resource_provider_id, "provider_ids",
+                                          provider_ids))
+    if class_ids:
+        conditions.append(db_api.bound_in(_alloc.c.resource_class_id, "class_ids", class_ids))
+    return (sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
+                      sa.func.sum(_alloc.c.used))
+            .where(*conditions)
+            .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
+
+
+_USAGES = db_api.SizedStatement(_usage_statement)
+
+
+def _usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
+            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> amount allocated, for these providers
+    and classes (None: all of them)."""
+    used = {}
+    for chunk in [None] if provider_ids is None else chunks(provider_ids):
+        lists = {"provider_ids": chunk, "class_ids": class_ids}
+        rows = plain_rows(connection, *_USAGES(**{
+            name: values for name, values in lists.items() if values is not None}))
+        # int(): SUM is a DECIMAL on MySQL
+        used.update({(provider_id, class_id): int(amount)
+                     for provider_id, class_id, amount in rows})
+    return used
 
 
 def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
@@ -215,13 +236,8 @@ class _SnapshotWorld(World):
             members_of[root_id] = sorted([*members, *serving]) if serving else members
         added = sorted({provider_id for members in members_of.values() for provider_id in members}
                        .difference(self.providers))
-        used: dict[tuple[int, int], int] = {}
-        requested_condition = _alloc.c.resource_class_id.in_(sorted(self._class_names))
         # all at once is cheaper than naming the providers of every tree
-        for condition in [requested_condition] if every else [
-                sa.and_(requested_condition, among(_alloc.c.resource_provider_id, chunk))
-                for chunk in chunks(added)]:
-            used.update(_usages(self._connection, condition))
+        used = _usages(self._connection, None if every else added, sorted(self._class_names))
         using = {provider_id for provider_id, _ in used}
         for provider_id in added:
             self.providers[provider_id] = self._provider(
@@ -236,9 +252,10 @@ class _SnapshotWorld(World):
             self._snapshot.providers[provider_id].inventories)
 
     @functools.cached_property
-    def _useful_sharing(self) -> set[int]:
-        return {provider_id for provider_id in self._snapshot.sharing
-                if self._useful(provider_id)}
+    def _useful_sharing(self) -> frozenset[int]:
+        snapshot = self._snapshot
+        return (snapshot.sharing if self._whole_trees
+                else snapshot.sharing_with(frozenset(self._class_names)))
 
     def _provider(self, cached: CachedProvider, used: dict[tuple[int, int], int] | None
                   ) -> Provider:
@@ -277,9 +294,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
-    used: dict[tuple[int, int], int] = {}
-    for chunk in chunks(wanted):
-        used.update(_usages(connection, among(_alloc.c.resource_provider_id, chunk)))
+    used = _usages(connection, wanted, None)
     class_names = resource_class.names_from_ids(connection, {
         class_id for provider_id in wanted
         for class_id in snapshot.providers[provider_id].inventories})

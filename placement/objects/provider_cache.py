@@ -60,11 +60,12 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
-def plain_rows(connection: sa.engine.Connection, statement: sa.Select) -> list[tuple]:
+def plain_rows(connection: sa.engine.Connection, statement: sa.Select,
+               parameters: dict | None = None) -> list[tuple]:
     """The rows of ``statement`` as the driver's own tuples, for columns
     that need no conversion (integers, strings): SQLAlchemy rows cost
     several times more to make."""
-    result = connection.execute(statement)
+    result = connection.execute(statement, parameters)
     try:
         return result.cursor.fetchall()
     finally:
@@ -203,15 +204,16 @@ class Snapshot:
             return tuple(sorted(roots))
         return self.cached(("anchors", frozenset(class_ids), aggregate_sets, tree_roots), make)
 
+    def sharing_with(self, class_ids: frozenset[int]) -> frozenset[int]:
+        """The sharing providers with an inventory of one of the classes."""
+        return self.cached(("sharing with", class_ids), lambda: frozenset(
+            sharing_id for sharing_id in self.sharing
+            if not class_ids.isdisjoint(self.providers[sharing_id].inventories)))
+
     def _class_anchors(self, class_ids: frozenset[int]) -> frozenset[int]:
-        def make() -> frozenset[int]:
-            sharing_with_class = [sharing_id for sharing_id in sorted(self.sharing)
-                                  if not class_ids.isdisjoint(
-                                      self.providers[sharing_id].inventories)]
-            return frozenset().union(
-                *(self.holder_roots.get(class_id, ()) for class_id in class_ids),
-                *(self.sharing_anchors(sharing_id) for sharing_id in sharing_with_class))
-        return self.cached(("class anchors", class_ids), make)
+        return self.cached(("class anchors", class_ids), lambda: frozenset().union(
+            *(self.holder_roots.get(class_id, ()) for class_id in class_ids),
+            *(self.sharing_anchors(sharing_id) for sharing_id in self.sharing_with(class_ids))))
 
     def _reaching(self, aggregate_uuids: frozenset[str]) -> frozenset[int]:
         """Roots of trees with a provider in one of the aggregates, or
