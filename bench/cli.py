@@ -163,8 +163,7 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
     try:
         server = Server(args.server_cmd, database.url, workdir)
         try:
-            target = Target(server.host, server.port, rss_mb=server.rss_mb,
-                            cpu_seconds=server.cpu_seconds)
+            target = Target(server.host, server.port, cpu_seconds=server.cpu_seconds)
             try:
                 with server.profiled(profile_path(args, "seed-" + dataset)):
                     timing = seed_dataset(dataset, target, args)
@@ -184,6 +183,7 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
                         result = cell.run(target, limits, ledger)
                 except Exception as exc:
                     result = failed_result(cell, str(exc))
+                result["server_rss_mb"] = server.rss_mb()  # after the cell
                 report["results"].append(result)
         finally:
             report["server_logs"].append(server.log_path)

@@ -41,7 +41,6 @@ class Target:
     port: int
     cloud: Cloud | None = None
     trees: Trees | None = None
-    rss_mb: Callable[[], float] = lambda: 0.0
     cpu_seconds: Callable[[], float] = lambda: 0.0
 
 
@@ -184,10 +183,8 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
         worker.samples["get"].add(response.seconds, response.status, response.status == 200,
                                   response.body)
 
-    rss_before = target.rss_mb()
     result = cell_result(name, concurrency, run_closed_loop(target, concurrency, limits, get),
                          "get")
-    result["server_rss_mb"] = {"before": rss_before, "after": target.rss_mb()}
     result["notes"] = notes
     return result
 

@@ -136,18 +136,19 @@ class Server:
             ticks += int(fields[11]) + int(fields[12])
         return ticks / os.sysconf("SC_CLK_TCK")
 
-    def rss_mb(self) -> float:
-        """Resident memory of the server and its worker processes, in MiB."""
-        total_kb = 0
+    def rss_mb(self) -> list[float]:
+        """Resident memory of each process of the server (the server, then
+        its workers), in MiB."""
+        sizes = []
         for pid in [self.process.pid, *_descendants(self.process.pid)]:
             try:
                 with open(f"/proc/{pid}/status") as status:
                     for line in status:
                         if line.startswith("VmRSS:"):
-                            total_kb += int(line.split()[1])
+                            sizes.append(round(int(line.split()[1]) / 1024, 1))
             except OSError:
                 continue
-        return round(total_kb / 1024, 1)
+        return sizes
 
     @contextlib.contextmanager
     def profiled(self, output_path: str | None):

@@ -65,16 +65,19 @@ def _ms(seconds: float) -> float:
 
 def format_table(results: list[dict[str, Any]]) -> str:
     """One line per scenario cell; ``rate`` is operations (or claims) per
-    second, ``cpu ms/op`` the server's CPU time per operation."""
+    second, ``cpu ms/op`` the server's CPU time per operation, ``rss MB``
+    the resident memory of the largest server process (a worker) after
+    the cell."""
     header = ("scenario", "c", "ops", "errors", "rate/s", "p50 ms", "p95 ms", "p99 ms",
-              "cpu ms/op", "notes")
+              "cpu ms/op", "rss MB", "notes")
     rows = [header]
     for result in results:
         rows.append((
             result["name"], str(result["concurrency"]), str(result["count"]),
             str(result["errors"]), f"{result['rate']:.1f}", f"{result['p50_ms']:.1f}",
             f"{result['p95_ms']:.1f}", f"{result['p99_ms']:.1f}",
-            f"{result.get('server_cpu_ms_per_op', 0.0):.1f}", result.get("notes", ""),
+            f"{result.get('server_cpu_ms_per_op', 0.0):.1f}",
+            f"{max(result.get('server_rss_mb') or [0.0]):.0f}", result.get("notes", ""),
         ))
     widths = [max(len(row[column]) for row in rows) for column in range(len(header) - 1)]
     lines = []
