@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 
 import webob
 
@@ -178,34 +179,47 @@ def _check_trait_conflicts(groups: list[RequestGroup]) -> None:
 # Response ----------------------------------------------------------------
 
 def _body(candidates: Candidates, version: Version) -> dict:
+    request_format = (version >= DICT_ALLOCATIONS_FROM, version >= MAPPINGS_FROM)
+    summary_format = (version >= TRAITS_FROM, version >= NESTED_FROM)
     return {
-        "allocation_requests": [_allocation_request(item, version)
+        "allocation_requests": [_rendered(item, request_format, _allocation_request)
                                 for item in candidates.allocation_requests],
-        "provider_summaries": {summary.uuid: _provider_summary(summary, version)
+        "provider_summaries": {summary.uuid: _rendered(summary, summary_format, _provider_summary)
                                for summary in candidates.provider_summaries},
     }
 
 
-def _allocation_request(item: AllocationRequest, version: Version) -> dict:
-    if version >= DICT_ALLOCATIONS_FROM:
+def _rendered(item: AllocationRequest | ProviderSummary, body_format: tuple[bool, bool],
+              render: Callable) -> wsgi_util.JSONFragment:
+    """The JSON of ``item`` in ``body_format``, made once per item and
+    format (an item may serve several requests)."""
+    fragment = item.rendered.get(body_format)
+    if fragment is None:
+        fragment = item.rendered[body_format] = wsgi_util.JSONFragment(
+            wsgi_util.encode_json(render(item, *body_format)))
+    return fragment
+
+
+def _allocation_request(item: AllocationRequest, as_dict: bool, with_mappings: bool) -> dict:
+    if as_dict:
         body: dict = {"allocations": {uuid: {"resources": resources}
                                       for uuid, resources in item.allocations.items()}}
     else:
         body = {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
                                 for uuid, resources in item.allocations.items()]}
-    if version >= MAPPINGS_FROM:
+    if with_mappings:
         body["mappings"] = item.mappings
     return body
 
 
-def _provider_summary(summary: ProviderSummary, version: Version) -> dict:
+def _provider_summary(summary: ProviderSummary, with_traits: bool, nested: bool) -> dict:
     body: dict = {"resources": {
         class_name: {"capacity": usage.capacity, "used": usage.used}
         for class_name, usage in summary.resources.items()
     }}
-    if version >= TRAITS_FROM:
+    if with_traits:
         body["traits"] = summary.traits
-    if version >= NESTED_FROM:
+    if nested:
         body["parent_provider_uuid"] = summary.parent_provider_uuid
         body["root_provider_uuid"] = summary.root_provider_uuid
     return body

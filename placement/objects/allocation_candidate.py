@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 
@@ -29,6 +29,7 @@ from placement.objects.candidate_search import (
     World,
     search,
 )
+from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import InventoryUsage
 from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
@@ -38,12 +39,17 @@ __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
 _alloc = tables.allocations
 
 
+# Allocation requests and provider summaries are never changed once made:
+# one may serve several requests, while its tree (or provider) and their
+# usages stay the same. ``rendered`` keeps what the API makes of it.
+
 @dataclasses.dataclass
 class AllocationRequest:
     # provider uuid -> {resource class: amount}
     allocations: dict[str, dict[str, int]]
     # group suffix -> uuids of the providers that satisfied it
     mappings: dict[str, list[str]]
+    rendered: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -59,6 +65,7 @@ class ProviderSummary:
     root_provider_uuid: str
     resources: dict[str, ResourceSummary]
     traits: list[str]
+    rendered: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -97,6 +104,15 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 
 
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
+    """The request of ``result``, made once per result (results are kept
+    between searches)."""
+    request = result.derived.get("allocation request")
+    if request is None:
+        request = result.derived["allocation request"] = _new_allocation_request(world, result)
+    return request
+
+
+def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
     providers = world.providers
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, class_name, amount in result.allocations:
@@ -153,9 +169,79 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
 # The fewest anchors a batch loads (see _SnapshotWorld.anchors).
 _SMALLEST_BATCH = 8
 
-# Search records kept per cached provider (one per set of requested classes
-# seen): a bound on the memory of unusual requests.
+# What is kept with a cached provider (search records, one per set of
+# requested classes seen; the results at a root, one per kind of request):
+# a bound on the memory of unusual requests.
 _RECORDS_PER_PROVIDER = 8
+
+
+def _keep(cached: CachedProvider, key: tuple, value: object) -> None:
+    if len(cached.derived) >= _RECORDS_PER_PROVIDER:
+        cached.derived.clear()
+    cached.derived[key] = value
+
+
+def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
+    return (tuple(sorted(tuple(sorted(any_of)) for any_of in names.required)),
+            tuple(sorted(names.forbidden)))
+
+
+def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
+    """What the results at one anchor depend on, besides its members: the
+    groups in order and the options that act within a tree."""
+    return (tuple((group.suffix, tuple(group.resources.items()), _filter_key(group.traits),
+                   _filter_key(group.aggregates), group.in_tree) for group in groups),
+            options.group_policy, _filter_key(options.root_traits),
+            tuple(tuple(suffixes) for suffixes in options.same_subtree),
+            options.nested_aware, options.max_candidates > 0)
+
+
+class _Lazy(dict):
+    """A dict making each missing value with ``make(key)`` when first asked."""
+
+    def __init__(self, make: Callable[[int], object]):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: int) -> object:
+        value = self[key] = self._make(key)
+        return value
+
+
+class _KeptResults:
+    """The results found at a root, as far as a search took them, and the
+    members they were found with (their records and usages)."""
+
+    __slots__ = ("members", "usages", "results", "complete")
+
+    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
+        self.members = members
+        # (provider, class, used) of the members with usages
+        self.usages = usages
+        self.results: list[Result] = []  # in the order the search gives them
+        self.complete = False  # all of them, or only the first ones
+
+    def valid_for(self, members: tuple[CachedProvider, ...], usages: tuple) -> bool:
+        return (usages == self.usages and len(members) == len(self.members)
+                and all(now is then for now, then in zip(members, self.members, strict=True)))
+
+
+def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
+               ) -> Iterator[Result]:
+    """The kept results; then, when they were only the first ones and the
+    search wants more, the rest of a new search of the tree (which gives
+    the same first ones again)."""
+    taken = 0
+    while True:
+        # read before the length: another request may still be adding to
+        # them, and marks them complete after its last one
+        complete = kept.complete
+        if taken == len(kept.results):
+            break
+        yield kept.results[taken]
+        taken += 1
+    if not complete:
+        yield from itertools.islice(search_again(), taken, None)
 
 
 class _SnapshotWorld(World):
@@ -190,7 +276,23 @@ class _SnapshotWorld(World):
             uuid: snapshot.providers[snapshot.ids_by_uuid[uuid]].root_id
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
             if uuid in snapshot.ids_by_uuid}
-        super().__init__({}, snapshot.sharing, snapshot.has_nesting, tree_roots_by_uuid, {})
+        # Provider records and members are made when the search first asks
+        # for them: an anchor whose kept results still hold needs neither.
+        super().__init__(_Lazy(self._new_record), snapshot.sharing, snapshot.has_nesting,
+                         tree_roots_by_uuid, _Lazy(self._new_members))
+        # The results at a root are kept with it, for the next request of
+        # the same kind that finds its members unchanged. Besides them and
+        # the request, they depend on facts of the whole database only.
+        self._results_key = ("results", _request_key(groups, options), self.has_nesting,
+                             self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
+        self._members_key = ("members", None if self._whole_trees
+                             else frozenset(self._class_names))
+        # (provider id, class id) -> used, of the providers loaded so far
+        self._used: dict[tuple[int, int], int] = {}
+        self._using: set[int] = set()  # the providers of those
+        self._loaded: set[int] = set()  # the providers whose usages were read
+        # root -> ids of its members
+        self._member_ids: dict[int, tuple[int, ...]] = {}
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
                for group in groups if group.resources):
             self._anchor_ids: tuple[int, ...] = ()  # a group with no possible provider
@@ -220,30 +322,68 @@ class _SnapshotWorld(World):
             size *= 4
 
     def _add_trees(self, batch: list[int], every: bool) -> None:
-        """The providers of the trees of ``batch`` (``every``: all anchors)
-        and the sharing providers serving them, with their usages, as the
-        members of those anchors."""
-        snapshot = self._snapshot
-        members_of = {}
+        """The members of the trees of ``batch`` (``every``: all anchors)
+        and their usages."""
         for root_id in batch:
-            tree = snapshot.trees[root_id]
-            members = tree if self._whole_trees or len(tree) == 1 else [
-                provider_id for provider_id in tree
-                if provider_id == root_id or self._useful(provider_id)]
-            serving = [provider_id for provider_id in snapshot.sharing_serving(root_id)
-                       if provider_id in self._useful_sharing
-                       and snapshot.providers[provider_id].root_id != root_id]
-            members_of[root_id] = sorted([*members, *serving]) if serving else members
-        added = sorted({provider_id for members in members_of.values() for provider_id in members}
-                       .difference(self.providers))
+            self._member_ids[root_id] = self._members_of(root_id)
+        new = sorted({provider_id for root_id in batch for provider_id in self._member_ids[root_id]}
+                     .difference(self._loaded))
+        self._loaded.update(new)
         # all at once is cheaper than naming the providers of every tree
-        used = _usages(self._connection, None if every else added, sorted(self._class_names))
-        using = {provider_id for provider_id, _ in used}
-        for provider_id in added:
-            self.providers[provider_id] = self._provider(
-                snapshot.providers[provider_id], used if provider_id in using else None)
-        for root_id, members in members_of.items():
-            self.members[root_id] = [self.providers[provider_id] for provider_id in members]
+        used = _usages(self._connection, None if every else new, sorted(self._class_names))
+        self._used.update(used)
+        self._using.update(provider_id for provider_id, _ in used)
+
+    def _members_of(self, root_id: int) -> tuple[int, ...]:
+        """The providers of the tree of ``root_id`` the search may use, and
+        the sharing providers serving it, in id order (kept with the root
+        while the snapshot's indexes stay the same)."""
+        snapshot = self._snapshot
+        root = snapshot.providers[root_id]
+        kept = root.derived.get(self._members_key)
+        if kept is not None and kept[0] == snapshot.places:
+            return kept[1]
+        tree = snapshot.trees[root_id]
+        members = tree if self._whole_trees or len(tree) == 1 else [
+            provider_id for provider_id in tree
+            if provider_id == root_id or self._useful(provider_id)]
+        serving = [provider_id for provider_id in snapshot.sharing_serving(root_id)
+                   if provider_id in self._useful_sharing
+                   and snapshot.providers[provider_id].root_id != root_id]
+        member_ids = tuple(sorted([*members, *serving]) if serving else members)
+        _keep(root, self._members_key, (snapshot.places, member_ids))
+        return member_ids
+
+    def _new_members(self, root_id: int) -> list[Provider]:
+        return [self.providers[provider_id] for provider_id in self._member_ids[root_id]]
+
+    def _member_state(self, root_id: int) -> tuple[tuple[CachedProvider, ...], tuple]:
+        """The records of the members of ``root_id`` and their usages."""
+        providers = self._snapshot.providers
+        records = tuple(providers[provider_id] for provider_id in self._member_ids[root_id])
+        using = self._using
+        usages = tuple((record.id, class_id, self._used.get((record.id, class_id), 0))
+                       for record in records if record.id in using
+                       for class_id in record.inventories)
+        return records, usages
+
+    def anchor_results(self, anchor: int, search_anchor: Callable[[int], Iterator[Result]]
+                       ) -> Iterator[Result]:
+        members, usages = self._member_state(anchor)
+        root = members[0] if members[0].id == anchor else self._snapshot.providers[anchor]
+
+        def search_and_keep() -> Iterator[Result]:
+            kept = _KeptResults(members, usages)
+            _keep(root, self._results_key, kept)
+            for result in search_anchor(anchor):
+                kept.results.append(result)
+                yield result
+            kept.complete = True
+
+        kept = root.derived.get(self._results_key)
+        if kept is not None and kept.valid_for(members, usages):
+            return _from_kept(kept, search_and_keep)
+        return search_and_keep()
 
     def _useful(self, provider_id: int) -> bool:
         """Can the provider be a member of a tree searched: does it have a
@@ -257,17 +397,16 @@ class _SnapshotWorld(World):
         return (snapshot.sharing if self._whole_trees
                 else snapshot.sharing_with(frozenset(self._class_names)))
 
-    def _provider(self, cached: CachedProvider, used: dict[tuple[int, int], int] | None
-                  ) -> Provider:
-        """The search record of ``cached`` with its usages (``used``: None
-        when it has none)."""
-        if used is not None:
-            return self._new_provider(cached, used)
+    def _new_record(self, provider_id: int) -> Provider:
+        """The search record of a provider, with its usages. Without any,
+        it depends on the classes only: it is kept with the cached one."""
+        cached = self._snapshot.providers[provider_id]
+        if provider_id in self._using:
+            return self._new_provider(cached, self._used)
         record = cached.derived.get(self._record_key)
         if record is None:
-            if len(cached.derived) >= _RECORDS_PER_PROVIDER:
-                cached.derived.clear()
-            record = cached.derived[self._record_key] = self._new_provider(cached, {})
+            record = self._new_provider(cached, {})
+            _keep(cached, self._record_key, record)
         return record
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
@@ -295,24 +434,40 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
     else:
         wanted = sorted(giving)
     used = _usages(connection, wanted, None)
-    class_names = resource_class.names_from_ids(connection, {
-        class_id for provider_id in wanted
-        for class_id in snapshot.providers[provider_id].inventories})
     summaries = []
+    missing = []  # (index, record, usages) of the summaries to make
+    key = ("summary", None if only_classes is None else frozenset(only_classes))
     for provider_id in wanted:
         provider = snapshot.providers[provider_id]
-        resources = {}
-        for class_id in sorted(provider.inventories):
-            class_name = class_names[class_id]
-            if only_classes is None or class_name in only_classes:
-                resources[class_name] = ResourceSummary(
-                    provider.inventories[class_id].capacity, used.get((provider_id, class_id), 0))
-        summaries.append(ProviderSummary(
-            uuid=provider.uuid,
-            parent_provider_uuid=(None if provider.parent_id is None
-                                  else snapshot.providers[provider.parent_id].uuid),
-            root_provider_uuid=snapshot.providers[provider.root_id].uuid,
-            resources=resources,
-            traits=list(provider.trait_names),
-        ))
+        usages = tuple(used.get((provider_id, class_id), 0) for class_id in provider.inventories)
+        kept = provider.derived.get(key)
+        if kept is not None and kept[0] == usages:
+            summaries.append(kept[1])
+        else:
+            missing.append((len(summaries), provider, usages))
+            summaries.append(None)
+    class_names = resource_class.names_from_ids(connection, {
+        class_id for _, provider, _ in missing for class_id in provider.inventories})
+    for index, provider, usages in missing:
+        summaries[index] = summary = _summary(snapshot, provider, dict(
+            zip(provider.inventories, usages, strict=True)), class_names, only_classes)
+        _keep(provider, key, (usages, summary))
     return summaries
+
+
+def _summary(snapshot: Snapshot, provider: CachedProvider, used: dict[int, int],
+             class_names: dict[int, str], only_classes: set[str] | None) -> ProviderSummary:
+    resources = {}
+    for class_id in sorted(provider.inventories):
+        class_name = class_names[class_id]
+        if only_classes is None or class_name in only_classes:
+            resources[class_name] = ResourceSummary(provider.inventories[class_id].capacity,
+                                                    used[class_id])
+    return ProviderSummary(
+        uuid=provider.uuid,
+        parent_provider_uuid=(None if provider.parent_id is None
+                              else snapshot.providers[provider.parent_id].uuid),
+        root_provider_uuid=snapshot.providers[provider.root_id].uuid,
+        resources=resources,
+        traits=list(provider.trait_names),
+    )

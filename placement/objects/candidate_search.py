@@ -59,6 +59,13 @@ class World:
     members: dict[int, list[Provider]]
     _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
 
+    def anchor_results(self, anchor: int, search_anchor: Callable[[int], Iterator[Result]]
+                       ) -> Iterator[Result]:
+        """The results at ``anchor``, as ``search_anchor`` finds them. A
+        world that knows when an anchor's members have not changed may
+        keep them between searches instead."""
+        return search_anchor(anchor)
+
     def anchors(self, randomize: bool = False) -> Iterator[int]:
         """The roots the search may anchor candidates at, in id order (or a
         random one). A world loaded lazily overrides this to load the trees
@@ -143,11 +150,17 @@ class GroupCandidate(NamedTuple):
 
 @dataclasses.dataclass(slots=True)
 class Result:
+    """Never changed once made: a world may hand the same results to
+    several searches (see World.anchor_results)."""
+
     # (provider id, class name, amount), one per provider and class, in the
     # order the groups added them (a lone group's candidate tuple as it is)
     allocations: tuple[tuple[int, str, int], ...]
     # suffix -> providers mapped by that group
     mappings: dict[str, frozenset[int]]
+    # what callers make of the result, by a key of theirs: it lives as long
+    # as the result
+    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def key(self) -> tuple:
         """Identity for de-duplication: allocations and mappings, not anchor."""
@@ -543,24 +556,26 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                 return None
         return [candidates[index] for index in range(len(groups))]
 
-    # Randomized, the anchors come in a random order and the first results
-    # are a random sample (trees at random, then the ways to use each).
-    viable = (candidates for candidates in map(per_group, world.anchors(options.randomize))
-              if candidates is not None)
-
     # Below 1.29 in a nested world, results using two providers of one tree
     # are dropped only after max_candidates counted them (steps 8-9); without
     # that maximum the search may abandon them early, which is cheaper.
     one_provider_per_tree = not options.nested_aware and world.has_nesting
     prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
-    if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
-        # One group alone: each of its candidates already fits and is a result.
-        per_anchor = (_lone_group_results(groups[0], candidates[0])
-                      for candidates in viable)
-    else:
-        per_anchor = (_AnchorSearch(world, groups, options, candidates,
-                                    prune_shared_trees).results()
-                      for candidates in viable)
+    # One group alone: each of its candidates already fits and is a result.
+    lone = len(groups) == 1 and not options.same_subtree and not prune_shared_trees
+
+    def search_anchor(anchor: int) -> Iterator[Result]:
+        candidates = per_group(anchor)
+        if candidates is None:
+            return iter(())
+        if lone:
+            return _lone_group_results(groups[0], candidates[0])
+        return _AnchorSearch(world, groups, options, candidates, prune_shared_trees).results()
+
+    # Randomized, the anchors come in a random order and the first results
+    # are a random sample (trees at random, then the ways to use each).
+    per_anchor = (world.anchor_results(anchor, search_anchor)
+                  for anchor in world.anchors(options.randomize))
     # lazily: with a small limit, most anchors are never searched
     stream = (_round_robin(per_anchor) if options.breadth_first
               else itertools.chain.from_iterable(per_anchor))

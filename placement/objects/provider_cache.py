@@ -125,6 +125,10 @@ class Snapshot:
     aggregate_members: dict[str, frozenset[int]]
     # the providers sharing their inventories with their aggregates
     sharing: frozenset[int]
+    # moves on whenever the indexes above change (a provider came, went or
+    # moved, or its classes or aggregates changed): what readers derive
+    # from the indexes for one provider stays valid while it stays the same
+    places: int
     # what requests derive from the indexes above, by a key of theirs
     # (made at most once per snapshot, dropped when the indexes change)
     derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -249,7 +253,7 @@ class Snapshot:
         return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 
-EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset())
+EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0)
 
 
 class _Reindexing:
@@ -277,7 +281,7 @@ class _Reindexing:
         sharing = (self.old.sharing.difference(provider.id for provider in self.before)
                    .union(provider.id for provider in self.after if provider.sharing))
         return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
-                        holder_roots, self._aggregate_members(), sharing)
+                        holder_roots, self._aggregate_members(), sharing, self.old.places + 1)
 
     def _trees(self) -> tuple[dict, dict, dict]:
         old = self.old

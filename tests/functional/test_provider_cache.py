@@ -161,3 +161,30 @@ def test_usages_of_trees_searched_in_later_batches(client):
             "consumer_type": "INSTANCE"})
     assert client.candidate_sets("resources=VCPU:1&limit=2") == [
         {computes[15]}, {computes[16]}]
+
+
+def test_results_kept_at_a_tree_follow_every_member(client):
+    """The results found at a root are kept for the next search of the same
+    kind: a change of any member (a sharing provider serving the tree, a
+    child) must make the next search look again."""
+    compute = client.provider("cn1", VCPU=4)
+    disk = client.provider("disk", DISK_GB=100)
+    client.traits(disk, "MISC_SHARES_VIA_AGGREGATE")
+    aggregate = str(uuid_lib.uuid4())
+    for provider_uuid in (compute, disk):
+        client.call("PUT", f"/resource_providers/{provider_uuid}/aggregates",
+                    {"aggregates": [aggregate],
+                     "resource_provider_generation": client.generation(provider_uuid)})
+    query = "resources=VCPU:1,DISK_GB:50"
+    assert client.candidate_sets(query) == [{compute, disk}]
+    # the sharing provider fills up through a claim of another tree's consumer
+    client.claim(str(uuid_lib.uuid4()), disk, DISK_GB=60)
+    assert client.candidate_sets(query) == []
+
+    root = client.provider("root")
+    gpus = client.provider("gpus", parent=root, VGPU=4)
+    assert client.candidate_sets("resources=VGPU:4") == [{gpus}]
+    client.inventories(gpus, VGPU=2)  # the root's own record stays the same
+    assert client.candidate_sets("resources=VGPU:4") == []
+    client.inventories(gpus, VGPU=8)
+    assert client.candidate_sets("resources=VGPU:4") == [{gpus}]
