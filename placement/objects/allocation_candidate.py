@@ -169,9 +169,9 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
 # The fewest anchors a batch loads (see _SnapshotWorld.anchors).
 _SMALLEST_BATCH = 8
 
-# What is kept with a cached provider (search records, one per set of
-# requested classes seen; the results at a root, one per kind of request):
-# a bound on the memory of unusual requests.
+# What is kept with a cached provider (its search records, one per set of
+# requested classes seen; its summaries; a root's members): a bound on the
+# memory of unusual requests.
 _RECORDS_PER_PROVIDER = 8
 
 
@@ -280,9 +280,10 @@ class _SnapshotWorld(World):
         # for them: an anchor whose kept results still hold needs neither.
         super().__init__(_Lazy(self._new_record), snapshot.sharing, snapshot.has_nesting,
                          tree_roots_by_uuid, _Lazy(self._new_members))
-        # The results at a root are kept with it, for the next request of
-        # the same kind that finds its members unchanged. Besides them and
-        # the request, they depend on facts of the whole database only.
+        # The results at a root are kept (snapshot.kept, by root and kind of
+        # request) for the next request of the same kind that finds its
+        # members unchanged. Besides them and the request, they depend on
+        # facts of the whole database only.
         self._results_key = ("results", _request_key(groups, options), self.has_nesting,
                              self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
         self._members_key = ("members", None if self._whole_trees
@@ -370,17 +371,19 @@ class _SnapshotWorld(World):
     def anchor_results(self, anchor: int, search_anchor: Callable[[int], Iterator[Result]]
                        ) -> Iterator[Result]:
         members, usages = self._member_state(anchor)
-        root = members[0] if members[0].id == anchor else self._snapshot.providers[anchor]
+
+        store, key = self._snapshot.kept, (anchor, self._results_key)
 
         def search_and_keep() -> Iterator[Result]:
             kept = _KeptResults(members, usages)
-            _keep(root, self._results_key, kept)
+            store.put(key, kept, 1)
             for result in search_anchor(anchor):
                 kept.results.append(result)
                 yield result
             kept.complete = True
+            store.put(key, kept, max(1, len(kept.results)))
 
-        kept = root.derived.get(self._results_key)
+        kept = store.get(key)
         if kept is not None and kept.valid_for(members, usages):
             return _from_kept(kept, search_and_keep)
         return search_and_keep()

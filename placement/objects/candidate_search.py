@@ -490,9 +490,16 @@ def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
     sharing = world.sharing
     seen: set[tuple] = set()
     for result in results:
-        if all(provider_id in sharing
-               for providers in result.mappings.values() for provider_id in providers):
-            key = result.key()
+        # asked once per result (a result's providers are its tree's
+        # members: whether they share does not change while it is kept)
+        key = result.derived.get("repeatable key", False)
+        if key is False:
+            key = result.derived["repeatable key"] = (
+                result.key() if all(provider_id in sharing
+                                    for providers in result.mappings.values()
+                                    for provider_id in providers)
+                else None)
+        if key is not None:
             if key in seen:
                 continue
             seen.add(key)

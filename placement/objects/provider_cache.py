@@ -26,8 +26,8 @@ import random
 import sys
 import threading
 import weakref
-from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 
 import os_traits
 import sqlalchemy as sa
@@ -106,6 +106,41 @@ def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
 # on the memory of unusual requests; the common ones are few).
 _DERIVED_ENTRIES = 64
 
+# What requests keep between them (KeptStore), in all: about a kilobyte each.
+KEPT_CAPACITY = 50000
+
+
+class KeptStore:
+    """What requests keep for later ones, by key, within a bound on the
+    sum of the sizes their keepers give (least recently used out first).
+    One per database, shared by its snapshots: an entry holds what it was
+    made from, for the reader to check."""
+
+    def __init__(self, capacity: int = KEPT_CAPACITY) -> None:
+        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._size = 0
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> object | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: Hashable, value: object, size: int) -> None:
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._size -= previous[1]
+            self._entries[key] = (value, size)
+            self._size += size
+            while self._size > self._capacity:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._size -= dropped
+
 
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
@@ -129,6 +164,8 @@ class Snapshot:
     # moved, or its classes or aggregates changed): what readers derive
     # from the indexes for one provider stays valid while it stays the same
     places: int
+    # what requests keep for later ones (shared by every snapshot of the cache)
+    kept: KeptStore
     # what requests derive from the indexes above, by a key of theirs
     # (made at most once per snapshot, dropped when the indexes change)
     derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -253,7 +290,7 @@ class Snapshot:
         return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 
-EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0)
+EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0, KeptStore(0))
 
 
 class _Reindexing:
@@ -281,7 +318,8 @@ class _Reindexing:
         sharing = (self.old.sharing.difference(provider.id for provider in self.before)
                    .union(provider.id for provider in self.after if provider.sharing))
         return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
-                        holder_roots, self._aggregate_members(), sharing, self.old.places + 1)
+                        holder_roots, self._aggregate_members(), sharing, self.old.places + 1,
+                        self.old.kept)
 
     def _trees(self) -> tuple[dict, dict, dict]:
         old = self.old
@@ -419,7 +457,9 @@ class ProviderCache:
             changed = (None if state.total < 0 else
                        provider_changes.changed_since(connection, state.versions, versions))
             if changed is None:  # the first load, or too far behind
-                snapshot = EMPTY.updated(_load(connection, None), ())
+                # every record is new: nothing kept from the old ones holds
+                snapshot = dataclasses.replace(EMPTY.updated(_load(connection, None), ()),
+                                               kept=KeptStore())
             else:
                 loaded = _load(connection, changed)
                 snapshot = state.snapshot.updated(loaded, changed - loaded.keys())
