@@ -168,9 +168,42 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
     # DBConnectionError...) so the object layer sees one vocabulary; this
     # also marks lost connections as disconnects, so that the pool drops
-    # them and the retry gets a new one.
+    # them and the retry gets a new one. Our own listener comes first: it
+    # marks what oslo.db does not recognize as a server that went away.
+    event.listen(engine, "handle_error", _mark_server_gone_as_disconnect)
     exc_filters.register_engine(engine)
     return engine
+
+
+# Errors of a server that is gone, going or not up yet, which neither
+# oslo.db nor the dialects all recognize as lost connections: MariaDB/MySQL
+# error numbers (shutdown in progress, connection killed, cannot connect,
+# server gone away, lost during query) and PostgreSQL SQLSTATEs (class 08,
+# connection exceptions; administrator or crash shutdown; cannot connect
+# now, as while the server starts or stops).
+_MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013})
+_POSTGRESQL_SERVER_GONE = ("08", "57P01", "57P02", "57P03")
+
+
+def _is_server_gone(dialect: sa.engine.Dialect, error: BaseException) -> bool:
+    driver_errors = dialect.loaded_dbapi
+    if dialect.name == "mysql":
+        return isinstance(error, driver_errors.Error) and bool(error.args) \
+            and error.args[0] in _MYSQL_SERVER_GONE
+    if dialect.name == "postgresql" and isinstance(error, driver_errors.OperationalError):
+        # psycopg's own connection failures (refused, closed by the
+        # server) carry no SQLSTATE.
+        sqlstate = getattr(error, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith(_POSTGRESQL_SERVER_GONE)
+    return False
+
+
+def _mark_server_gone_as_disconnect(context: sa.engine.ExceptionContext) -> None:
+    """A ``handle_error`` listener: such errors are disconnects, so that
+    oslo.db raises DBConnectionError (retried, then answered 503) and the
+    pool drops every connection to the server."""
+    if _is_server_gone(context.dialect, context.original_exception):
+        context.is_disconnect = True
 
 
 def is_serialization_failure(error: Exception) -> bool:
