@@ -222,6 +222,10 @@ class CommitOutcomeUnknown(db_exc.DBError):
     generations, report a conflict for a write that did happen."""
 
 
+# The first statement of a reader's transaction (MySQL: of the next one).
+_REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+
 class Database:
     """One engine and the transactions made from it."""
 
@@ -260,11 +264,14 @@ class Database:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self._connect() as connection:
+        with self._connect() as connection, connection.begin():
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
-                yield connection
+                # A statement rather than the isolation_level execution
+                # option, whose SET SESSION (MySQL) goes to the driver
+                # untranslated: a connection killed since the pool checked
+                # it must fail as a lost connection, to be read again.
+                connection.exec_driver_sql(_REPEATABLE_READ)
+            yield connection
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.engine.Connection]:
