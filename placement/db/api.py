@@ -310,6 +310,28 @@ class Database:
         self.engine.dispose()
 
 
+def wait_until_reachable(engine: sa.engine.Engine, attempts: int, interval: float) -> None:
+    """Return once the database of ``engine`` accepts a connection: a
+    service may start before its database server. Tries ``attempts`` times
+    (-1: until it succeeds), ``interval`` seconds apart, saying so in the
+    log; the last failure is raised."""
+    attempt = 1
+    while True:
+        try:
+            with engine.connect():
+                return
+        except db_exc.DBConnectionError as error:
+            if 0 <= attempts <= attempt:
+                LOG.error("The database %s cannot be reached; gave up after %d attempts",
+                          engine.url, attempt)
+                raise
+            LOG.warning("The database %s cannot be reached (attempt %d of %s); trying "
+                        "again in %s s: %s", engine.url, attempt,
+                        "unlimited" if attempts < 0 else attempts, interval, error.inner_exception)
+            time.sleep(interval)
+            attempt += 1
+
+
 def bound_in(column: sa.ColumnElement, name: str, size: int) -> sa.ColumnElement[bool]:
     """``column IN (:<name>_0, ..., :<name>_<size - 1>)``, for SizedStatement."""
     return column.in_([sa.bindparam(f"{name}_{index}", type_=column.type)
