@@ -128,7 +128,7 @@ def _run(handler: Callable, request: webob.Request) -> webob.Response:
         if request.method != "GET":
             raise
         LOG.warning("Lost the database connection serving GET %s, reading again: %s",
-                    request.path_info, error.inner_exception)
+                    request.path_info, db_api.summary(error))
         return handler(request)
 
 
@@ -163,7 +163,7 @@ class Dispatcher:
             return error
         except (db_exc.DBConnectionError, db_api.CommitOutcomeUnknown) as error:
             LOG.warning("The database cannot be reached serving %s %s: %s",
-                        request.method, request.path_info, error)
+                        request.method, request.path_info, db_api.summary(error))
             if isinstance(error, db_api.CommitOutcomeUnknown):
                 return errors.database_unavailable(
                     "The database connection was lost while committing: the change may "

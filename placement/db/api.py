@@ -310,6 +310,13 @@ class Database:
         self.engine.dispose()
 
 
+def summary(error: Exception) -> str:
+    """A database error in one line: the driver's message, without the
+    statement and parameters SQLAlchemy appends (for log lines that repeat
+    during an outage)."""
+    return str(error).partition("\n")[0]
+
+
 def wait_until_reachable(engine: sa.engine.Engine, attempts: int, interval: float) -> None:
     """Return once the database of ``engine`` accepts a connection: a
     service may start before its database server. Tries ``attempts`` times
@@ -327,7 +334,7 @@ def wait_until_reachable(engine: sa.engine.Engine, attempts: int, interval: floa
                 raise
             LOG.warning("The database %s cannot be reached (attempt %d of %s); trying "
                         "again in %s s: %s", engine.url, attempt,
-                        "unlimited" if attempts < 0 else attempts, interval, error.inner_exception)
+                        "unlimited" if attempts < 0 else attempts, interval, summary(error))
             time.sleep(interval)
             attempt += 1
 
