@@ -11,6 +11,7 @@ from tests.fixtures.osc_story import OscStory
 
 class TestPlacementApi(OscStory):
     @pytest.fixture(scope="class")
-    def endpoint(self):
+    @classmethod
+    def endpoint(cls):
         with RunningServer() as running:
             yield running.url

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -142,6 +143,24 @@ class Apache:
             return log.read()
 
 
+# Seconds for the daemon processes to build the application, all at once,
+# on a small busy machine.
+START_TIMEOUT = 180
+
+
+def _wait_until_answering(url: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            status, _, body = ops.request(url)
+            assert status == 200, body
+            return
+        except OSError:  # refused or timed out (URLError is one too): not yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def apache(deployment: dict, mount: str) -> Iterator[Apache]:
     run = tempfile.mkdtemp(prefix="apache-", dir=deployment["root"])
@@ -159,6 +178,7 @@ def apache(deployment: dict, mount: str) -> Iterator[Apache]:
     command = [APACHE, "-f", server_config, "-DFOREGROUND"]
     with ops.Server(command, port, env=deployment["env"], cwd=run) as server:
         served = Apache(server, f"http://127.0.0.1:{port}{mount.rstrip('/')}", log)
+        _wait_until_answering(served.url + "/")
         yield served
     with open(os.path.join(run, "error.log")) as error_log:
         server_log = error_log.read()
@@ -201,7 +221,8 @@ class TestUnderAPrefix(OscStory):
     """The whole osc-placement story through ``/placement``."""
 
     @pytest.fixture(scope="class")
-    def endpoint(self, deployment) -> Iterator[str]:
+    @classmethod
+    def endpoint(cls, deployment) -> Iterator[str]:
         with apache(deployment, "/placement") as served:
             status, headers, body = ops.request(
                 served.url + "/resource_providers", method="POST",
