@@ -57,9 +57,14 @@ database_opts = [
     cfg.IntOpt(
         "max_retries",
         default=10,
-        help="Attempts to connect to the database at start-up (-1 for ever).",
+        min=-1,
+        help="Attempts to connect to the database when the service starts, "
+        "retry_interval seconds apart, before it gives up (-1: until it succeeds). "
+        "The service waits so for a database server that is not up yet, logging "
+        "each failed attempt.",
     ),
-    cfg.IntOpt("retry_interval", default=1, help="Seconds between connection attempts."),
+    cfg.IntOpt("retry_interval", default=1, min=0,
+               help="Seconds between connection attempts at start-up."),
     cfg.IntOpt(
         "db_max_retries",
         default=5,

@@ -20,7 +20,8 @@ LOG = logging.getLogger(__name__)
 def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
     """The database named by ``[placement_database] connection``, or the
     embedded SQLite file; migrated when ``sync_on_startup`` says so or when
-    it is the embedded one."""
+    it is the embedded one. A database server that is not up yet is waited
+    for (``max_retries`` attempts, ``retry_interval`` seconds apart)."""
     db_conf = conf.placement_database
     url = db_conf.connection
     embedded = not url
@@ -28,6 +29,7 @@ def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
         url = placement_conf.default_database_url()
         LOG.info("No [placement_database] connection configured; using %s", url)
     engine = db_api.create_engine(url, db_conf)
+    db_api.wait_until_reachable(engine, db_conf.max_retries, db_conf.retry_interval)
     if embedded or db_conf.sync_on_startup:
         migration.upgrade(engine)
     else:

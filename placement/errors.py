@@ -23,6 +23,12 @@ RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
 QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
 QUERY_BAD_VALUE = "placement.query.bad_value"
 QUERY_MISSING_VALUE = "placement.query.missing_value"
+DATABASE_UNAVAILABLE = "placement.database.unavailable"
+
+# Seconds a client is asked to wait before trying again while the database
+# cannot be reached (a restarting server is back within seconds; a longer
+# outage takes the node out of its load balancer by /healthcheck).
+RETRY_AFTER_SECONDS = 1
 
 # Set by the microversion layer; read here to decide whether ``code`` is shown.
 MICROVERSION_ENVIRON = "placement.microversion"
@@ -67,6 +73,12 @@ def not_found(message: str = "", code: str | None = None) -> webob.exc.HTTPExcep
 
 def conflict(message: str, code: str | None = None) -> webob.exc.HTTPException:
     return http_error(webob.exc.HTTPConflict, message, code)
+
+
+def database_unavailable(message: str) -> webob.exc.HTTPException:
+    """503 with Retry-After: the database cannot be reached for now."""
+    return http_error(webob.exc.HTTPServiceUnavailable, message, DATABASE_UNAVAILABLE,
+                      headers=[("Retry-After", str(RETRY_AFTER_SECONDS))])
 
 
 def from_domain_error(error: exceptions.PlacementError) -> webob.exc.HTTPException:

@@ -1,6 +1,7 @@
 """The route table: every endpoint of the API, and the dispatcher that
 finds the handler for a request (404 for unknown paths, 405 with ``Allow``
-for a known path and an undeclared method)."""
+for a known path and an undeclared method, 503 while the database cannot be
+reached)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import routes
 import webob
 import webob.dec
 import webob.exc
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
 
 from placement import errors, exceptions
+from placement.db import api as db_api
 from placement.handlers import (
     aggregate,
     allocation,
@@ -25,6 +29,8 @@ from placement.handlers import (
     trait,
     usage,
 )
+
+LOG = logging.getLogger(__name__)
 
 RP = "/resource_providers/{uuid}"
 
@@ -111,8 +117,24 @@ def _check_content_headers(request: webob.Request) -> None:
         raise errors.bad_request("content-type header required when content-length > 0")
 
 
+def _run(handler: Callable, request: webob.Request) -> webob.Response:
+    """The handler's response. A read whose database connection was lost
+    (the server restarted, the connection was killed) runs once more, on a
+    new connection: it changed nothing. Writes are retried where they are
+    known not to have committed, by ``placement.db.api``."""
+    try:
+        return handler(request)
+    except db_exc.DBConnectionError as error:
+        if request.method != "GET":
+            raise
+        LOG.warning("Lost the database connection serving GET %s, reading again: %s",
+                    request.path_info, db_api.summary(error))
+        return handler(request)
+
+
 class Dispatcher:
-    """Finds and calls the handler; turns domain errors into responses."""
+    """Finds and calls the handler; turns domain errors and an unreachable
+    database into responses."""
 
     def __init__(self) -> None:
         self.mapper = _make_mapper()
@@ -134,8 +156,16 @@ class Dispatcher:
                     "The method specified is not allowed for this resource.",
                     headers=[("Allow", allowed)])
             request.urlvars = match
-            return handler(request)
+            return _run(handler, request)
         except exceptions.PlacementError as error:
             return errors.from_domain_error(error)
         except webob.exc.HTTPException as error:
             return error
+        except (db_exc.DBConnectionError, db_api.CommitOutcomeUnknown) as error:
+            LOG.warning("The database cannot be reached serving %s %s: %s",
+                        request.method, request.path_info, db_api.summary(error))
+            if isinstance(error, db_api.CommitOutcomeUnknown):
+                return errors.database_unavailable(
+                    "The database connection was lost while committing: the change may "
+                    "or may not have been made. Read it back before trying again.")
+            return errors.database_unavailable("The database cannot be reached; try again.")

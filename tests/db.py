@@ -70,23 +70,24 @@ def _unique_name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 
 
-def _admin_engine(backend: str) -> sa.engine.Engine:
-    url = sa.engine.make_url(SERVER_URLS[backend])
+def admin_engine(backend: str, admin_url: str | None = None) -> sa.engine.Engine:
+    url = sa.engine.make_url(admin_url or SERVER_URLS[backend])
     connect_args = {"connect_timeout": CONNECT_TIMEOUT}
     return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool,
                             connect_args=connect_args)
 
 
-def server_unavailable_reason(backend: str) -> str | None:
-    """Why the server of ``backend`` cannot be used, or None when it can."""
+def server_unavailable_reason(backend: str, admin_url: str | None = None) -> str | None:
+    """Why the server of ``backend`` (the run's, or the one of ``admin_url``)
+    cannot be used, or None when it can."""
     if backend == "sqlite":
         return None
-    engine = _admin_engine(backend)
+    engine = admin_engine(backend, admin_url)
     try:
         with engine.connect() as connection:
             connection.exec_driver_sql("SELECT 1")
     except sa.exc.DBAPIError as error:
-        return f"{SERVER_URLS[backend]}: {error.orig}"
+        return f"{admin_url or SERVER_URLS[backend]}: {error.orig}"
     finally:
         engine.dispose()
     return None
@@ -94,7 +95,7 @@ def server_unavailable_reason(backend: str) -> str | None:
 
 def _create_server_database(backend: str, prefix: str) -> str:
     name = _unique_name(prefix)
-    engine = _admin_engine(backend)
+    engine = admin_engine(backend)
     with engine.connect() as connection:
         if backend == "mysql":
             connection.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
@@ -108,7 +109,7 @@ def _create_server_database(backend: str, prefix: str) -> str:
 
 
 def _drop_server_database(backend: str, name: str) -> None:
-    engine = _admin_engine(backend)
+    engine = admin_engine(backend)
     with engine.connect() as connection:
         if backend == "postgresql":
             # A server process under test may still hold connections.
@@ -214,12 +215,14 @@ class FreshDatabase:
                     os.unlink(self.path + suffix)
 
 
-def kill_connections(url: str) -> int:
+def kill_connections(url: str, admin_url: str | None = None) -> int:
     """Kill every server-side connection to the database of ``url``, as a
-    failing or restarting server would; returns how many were killed."""
+    failing or restarting server would; returns how many were killed.
+    ``admin_url`` names the server's administrative connection when it is
+    not the run's server (see tests/db_servers.py)."""
     parsed = sa.engine.make_url(url)
     backend = parsed.get_backend_name()
-    engine = _admin_engine(backend)
+    engine = admin_engine(backend, admin_url)
     with engine.connect() as connection:
         if backend == "mysql":
             ids = connection.exec_driver_sql(

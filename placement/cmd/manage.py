@@ -13,9 +13,13 @@ from placement.db import migration
 
 
 def database_engine(conf: cfg.ConfigOpts) -> sa.engine.Engine:
-    """The engine of the configured database (the embedded one by default)."""
-    url = conf.placement_database.connection or placement_conf.default_database_url()
-    return db_api.create_engine(url, conf.placement_database)
+    """The engine of the configured database (the embedded one by default),
+    once it can be reached (as the service waits for it at start-up)."""
+    db_conf = conf.placement_database
+    url = db_conf.connection or placement_conf.default_database_url()
+    engine = db_api.create_engine(url, db_conf)
+    db_api.wait_until_reachable(engine, db_conf.max_retries, db_conf.retry_interval)
+    return engine
 
 
 def db_sync(conf: cfg.ConfigOpts) -> int:

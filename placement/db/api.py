@@ -168,9 +168,42 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
     # DBConnectionError...) so the object layer sees one vocabulary; this
     # also marks lost connections as disconnects, so that the pool drops
-    # them and the retry gets a new one.
+    # them and the retry gets a new one. Our own listener comes first: it
+    # marks what oslo.db does not recognize as a server that went away.
+    event.listen(engine, "handle_error", _mark_server_gone_as_disconnect)
     exc_filters.register_engine(engine)
     return engine
+
+
+# Errors of a server that is gone, going or not up yet, which neither
+# oslo.db nor the dialects all recognize as lost connections: MariaDB/MySQL
+# error numbers (shutdown in progress, connection killed, cannot connect,
+# server gone away, lost during query) and PostgreSQL SQLSTATEs (class 08,
+# connection exceptions; administrator or crash shutdown; cannot connect
+# now, as while the server starts or stops).
+_MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013})
+_POSTGRESQL_SERVER_GONE = ("08", "57P01", "57P02", "57P03")
+
+
+def _is_server_gone(dialect: sa.engine.Dialect, error: BaseException) -> bool:
+    driver_errors = dialect.loaded_dbapi
+    if dialect.name == "mysql":
+        return isinstance(error, driver_errors.Error) and bool(error.args) \
+            and error.args[0] in _MYSQL_SERVER_GONE
+    if dialect.name == "postgresql" and isinstance(error, driver_errors.OperationalError):
+        # psycopg's own connection failures (refused, closed by the
+        # server) carry no SQLSTATE.
+        sqlstate = getattr(error, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith(_POSTGRESQL_SERVER_GONE)
+    return False
+
+
+def _mark_server_gone_as_disconnect(context: sa.engine.ExceptionContext) -> None:
+    """A ``handle_error`` listener: such errors are disconnects, so that
+    oslo.db raises DBConnectionError (retried, then answered 503) and the
+    pool drops every connection to the server."""
+    if _is_server_gone(context.dialect, context.original_exception):
+        context.is_disconnect = True
 
 
 def is_serialization_failure(error: Exception) -> bool:
@@ -187,6 +220,10 @@ class CommitOutcomeUnknown(db_exc.DBError):
     committed or not. Unlike a connection lost before, this is not retried,
     since running the writes again could repeat them or, guarded by
     generations, report a conflict for a write that did happen."""
+
+
+# The first statement of a reader's transaction (MySQL: of the next one).
+_REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 
 
 class Database:
@@ -227,11 +264,14 @@ class Database:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self._connect() as connection:
+        with self._connect() as connection, connection.begin():
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
-                yield connection
+                # A statement rather than the isolation_level execution
+                # option, whose SET SESSION (MySQL) goes to the driver
+                # untranslated: a connection killed since the pool checked
+                # it must fail as a lost connection, to be read again.
+                connection.exec_driver_sql(_REPEATABLE_READ)
+            yield connection
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.engine.Connection]:
@@ -272,6 +312,35 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def summary(error: Exception) -> str:
+    """A database error in one line: the driver's message, without the
+    statement and parameters SQLAlchemy appends (for log lines that repeat
+    during an outage)."""
+    return str(error).partition("\n")[0]
+
+
+def wait_until_reachable(engine: sa.engine.Engine, attempts: int, interval: float) -> None:
+    """Return once the database of ``engine`` accepts a connection: a
+    service may start before its database server. Tries ``attempts`` times
+    (-1: until it succeeds), ``interval`` seconds apart, saying so in the
+    log; the last failure is raised."""
+    attempt = 1
+    while True:
+        try:
+            with engine.connect():
+                return
+        except db_exc.DBConnectionError as error:
+            if 0 <= attempts <= attempt:
+                LOG.error("The database %s cannot be reached; gave up after %d attempts",
+                          engine.url, attempt)
+                raise
+            LOG.warning("The database %s cannot be reached (attempt %d of %s); trying "
+                        "again in %s s: %s", engine.url, attempt,
+                        "unlimited" if attempts < 0 else attempts, interval, summary(error))
+            time.sleep(interval)
+            attempt += 1
 
 
 def bound_in(column: sa.ColumnElement, name: str, size: int) -> sa.ColumnElement[bool]:

@@ -180,6 +180,7 @@ _DELETE_HELD = sa.delete(_allocation).where(
 _DELETE_CONSUMER = sa.delete(_consumer).where(_consumer.c.uuid == sa.bindparam("consumer_uuid"))
 
 
+@db_api.retrying
 def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
     """Remove every allocation of a consumer and its record. Provider
     generations are left alone (as upstream does)."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import re
-import shutil
 import sys
 import uuid
 
@@ -22,9 +20,7 @@ from placement.db import migration
 from tests import db as test_db
 from tests.fixtures import ops
 
-RECIPE = os.path.join(ops.REPO_ROOT, "etc", "placement", "uwsgi.ini")
 PROCESSES = 2
-UWSGI = shutil.which("uwsgi", path=os.path.dirname(sys.executable)) or shutil.which("uwsgi")
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +34,10 @@ def database_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def uwsgi(database_path):
-    assert UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
+    assert ops.UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
     port = ops.free_port()
     command = [
-        UWSGI, "--ini", RECIPE,
+        ops.UWSGI, "--ini", ops.UWSGI_RECIPE,
         # The recipe as it is, on a free port, with 2 processes of 2 threads
         # (the machine running the tests is small), importing this checkout
         # from this virtual environment.
@@ -138,8 +134,6 @@ def test_health_check_follows_the_database(uwsgi, database_path):
     assert ops.request(uwsgi.url + "/healthcheck")[0] == 200
 
 
-# uwsgi's request log line starts "[pid: 1234|app: 0|req: 5/9]".
-_REQUEST_LOG_PID = re.compile(r"^\[pid: (\d+)\|", re.MULTILINE)
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
 CLAIMS = 48
 VCPU_TOTAL = 1000
@@ -150,10 +144,10 @@ def fresh_uwsgi(request, backend, tmp_path):
     """Two single-threaded workers on a database without schema, migrated at
     start-up: by each worker (lazy-apps, the two migrations race) or by the
     master before it forks them."""
-    assert UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
+    assert ops.UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
     port = ops.free_port()
     command = [
-        UWSGI, "--http-socket", f"127.0.0.1:{port}", "--master", "--processes", "2",
+        ops.UWSGI, "--http-socket", f"127.0.0.1:{port}", "--master", "--processes", "2",
         "--module", "placement.wsgi:application", "--die-on-term",
         "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT,
     ]
@@ -211,5 +205,5 @@ def test_two_workers_write_to_a_fresh_database(fresh_uwsgi):
                                   headers=ADMIN)
     assert len(json.loads(body)["allocations"]) == CLAIMS
     # Both workers took part.
-    serving = set(_REQUEST_LOG_PID.findall(fresh_uwsgi.output()))
+    serving = ops.uwsgi_serving_pids(fresh_uwsgi.output())
     assert len(serving) == 2, fresh_uwsgi.output()

@@ -1,0 +1,122 @@
+"""The wheel and the sdist of this checkout, each installed into a new
+virtual environment outside the checkout, run there as operators run them:
+``placement-manage db sync``, ``placement-status upgrade check``,
+``placement-api`` with no configuration, and uwsgi serving
+``placement.wsgi:application`` by the README's recipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from placement.db import migration
+from tests.fixtures import installed, ops
+
+ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.20"}
+COMMAND_TIMEOUT = 120
+
+
+@pytest.fixture(scope="module", params=["wheel", "sdist"])
+def venv(request, tmp_path_factory) -> str:
+    artifacts = installed.artifacts()
+    return installed.install(getattr(artifacts, request.param),
+                             str(tmp_path_factory.mktemp(request.param) / "venv"),
+                             extras=("uwsgi",))
+
+
+@pytest.fixture
+def workdir(tmp_path) -> str:
+    """An empty directory outside the checkout, to run commands from."""
+    return str(tmp_path)
+
+
+def _run(venv: str, command: str, *args: str, cwd: str, env: dict
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run([os.path.join(venv, "bin", command), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+
+
+def test_the_package_is_imported_from_the_virtual_environment(venv, workdir):
+    found = _run(venv, "python", "-c", "import placement; print(placement.__file__)",
+                 cwd=workdir, env=installed.clean_environment())
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.startswith(os.path.realpath(venv) + "/")
+    assert not found.stdout.startswith(ops.REPO_ROOT)
+
+
+@pytest.fixture(scope="module")
+def synced(venv, tmp_path_factory) -> dict:
+    """The environment of a database of its own (SQLite, noauth2), created
+    by ``placement-manage db sync``."""
+    workdir = str(tmp_path_factory.mktemp("synced"))
+    env = installed.clean_environment(
+        OS_PLACEMENT_CONFIG_DIR=workdir,
+        OS_PLACEMENT_DATABASE__CONNECTION=f"sqlite:///{workdir}/placement.sqlite",
+        OS_API__AUTH_STRATEGY="noauth2")
+    synced = _run(venv, "placement-manage", "db", "sync", cwd=workdir, env=env)
+    assert synced.returncode == 0, synced.stderr
+    return env
+
+
+def test_database_version_and_upgrade_check(venv, synced, workdir):
+    version = _run(venv, "placement-manage", "db", "version", cwd=workdir, env=synced)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == migration.head_revision()
+    checked = _run(venv, "placement-status", "upgrade", "check", cwd=workdir, env=synced)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("Result: Success") == 3, checked.stdout
+
+
+def _create_and_read_a_provider(url: str) -> None:
+    provider = str(uuid.uuid4())
+    status, headers, body = ops.request(url + "/resource_providers", method="POST",
+                                        headers=ADMIN, body={"name": "installed",
+                                                             "uuid": provider})
+    assert status == 200, body
+    status, _, body = ops.request(f"{url}/resource_providers/{provider}", headers=ADMIN)
+    assert status == 200, body
+    assert json.loads(body)["name"] == "installed"
+
+
+def _assert_versions(url: str) -> None:
+    status, _, body = ops.request(url + "/")
+    assert status == 200, body
+    (version,) = json.loads(body)["versions"]
+    assert (version["min_version"], version["max_version"]) == ("1.0", "1.39")
+
+
+def test_placement_api_without_configuration(venv, workdir):
+    """Nothing configured: the embedded SQLite database under
+    $XDG_STATE_HOME, created and migrated, and noauth2 on loopback."""
+    state = os.path.join(workdir, "state")
+    empty_config_dir = os.path.join(workdir, "etc")
+    os.mkdir(empty_config_dir)
+    port = ops.free_port()
+    env = installed.clean_environment(XDG_STATE_HOME=state,
+                                      OS_PLACEMENT_CONFIG_DIR=empty_config_dir)
+    command = [os.path.join(venv, "bin", "placement-api"), "--port", str(port)]
+    with ops.Server(command, port, env=env, cwd=workdir) as server:
+        _assert_versions(server.url)
+        _create_and_read_a_provider(server.url)
+    assert os.path.exists(os.path.join(state, "placement", "placement.sqlite"))
+    assert "Traceback" not in server.output(), server.output()
+
+
+def test_uwsgi_serves_the_installed_package(venv, synced, workdir, request):
+    # The recipe the artifact came with: the sdist's, or the checkout's for
+    # the wheel (which carries the code alone).
+    source = (installed.artifacts().sdist_tree if "sdist" in request.node.callspec.id
+              else ops.REPO_ROOT)
+    recipe = os.path.join(source, "etc", "placement", "uwsgi.ini")
+    port = ops.free_port()
+    command = [os.path.join(venv, "bin", "uwsgi"), "--ini", recipe,
+               "--http-socket", f"127.0.0.1:{port}", "--processes", "2", "--threads", "2"]
+    with ops.Server(command, port, env=synced, cwd=workdir) as server:
+        server.wait_for_output("WSGI app 0 (mountpoint='') ready", count=2)
+        _assert_versions(server.url)
+        _create_and_read_a_provider(server.url)
+    assert "Traceback" not in server.output(), server.output()
