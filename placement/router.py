@@ -11,7 +11,7 @@ import webob
 import webob.dec
 import webob.exc
 
-from placement import errors, exceptions
+from placement import errors, exceptions, request_data
 from placement.handlers import (
     aggregate,
     allocation,
@@ -121,7 +121,7 @@ class Dispatcher:
     def __call__(self, request: webob.Request):
         try:
             _check_content_headers(request)
-            match = self.mapper.match(request.path_info)
+            match = self.mapper.match(request_data.path(request))
             if match is None:
                 raise errors.not_found()
             handlers = ROUTES[match.pop("template")]

@@ -66,7 +66,7 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
         root_traits=root_traits,
         same_subtree=same_subtree,
         nested_aware=version >= NESTED_FROM,
-        limit=int(limit) if limit is not None else None,
+        limit=_limit(limit),
         max_candidates=placement_conf.max_allocation_candidates,
         randomize=placement_conf.randomize_allocation_candidates,
         breadth_first=(placement_conf.allocation_candidates_generation_strategy
@@ -79,6 +79,17 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
 
 
 # Parsing -----------------------------------------------------------------
+
+# A limit of this many digits or more is above any number of candidates.
+_UNLIMITED_DIGITS = 18
+
+
+def _limit(value: str | None) -> int | None:
+    """The ``limit`` (digits, the schema made sure); None for none at all."""
+    if value is None or len(value) >= _UNLIMITED_DIGITS:
+        return None
+    return int(value)
+
 
 def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | None:
     """The first occurrence of ``key`` (the schema saw only the last one),
@@ -96,7 +107,7 @@ def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup
     """The request groups, in order of first appearance; each parameter
     value is parsed in query-string order, so the first bad one is reported."""
     groups: dict[str, RequestGroup] = {}
-    for key, value in request.GET.items():
+    for key, value in wsgi_util.query(request).items():
         match = GROUP_KEY.match(key)
         if match is None:
             continue
