@@ -105,8 +105,11 @@ def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | 
 
 def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup]:
     """The request groups, in order of first appearance; each parameter
-    value is parsed in query-string order, so the first bad one is reported."""
+    value is parsed in query-string order, so the first bad one is reported
+    (all values of a repeated ``required`` or ``member_of`` key where it
+    first appears)."""
     groups: dict[str, RequestGroup] = {}
+    seen: set[str] = set()
     for key, value in wsgi_util.query(request).items():
         match = GROUP_KEY.match(key)
         if match is None:
@@ -115,13 +118,15 @@ def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup
         group = groups.setdefault(suffix, RequestGroup(suffix=suffix, resources={}))
         if prefix == "resources":
             group.resources = query.parse_resources(value)
-        elif prefix == "required":
-            group.traits = query.parse_required(wsgi_util.query_values(request, key), version)
-        elif prefix == "member_of":
-            group.aggregates = query.parse_member_of(
-                wsgi_util.query_values(request, key), version, suffix)
-        else:
+        elif prefix == "in_tree":
             group.in_tree = query.parse_in_tree(value)
+        elif key not in seen:
+            seen.add(key)
+            values = wsgi_util.query_values(request, key)
+            if prefix == "required":
+                group.traits = query.parse_required(values, version)
+            else:
+                group.aggregates = query.parse_member_of(values, version, suffix)
     return list(groups.values())
 
 

@@ -17,7 +17,9 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from oslo_db import exception as db_exc
 from oslo_utils import timeutils
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import aliased
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from placement import exceptions
 from placement.db import tables
@@ -98,10 +100,42 @@ def select_providers() -> sa.Select:
     )
 
 
+class _Parenthesised(sa.ColumnElement[bool]):
+    """``(condition)`` as one term: SQLAlchemy merges nested ANDs into a
+    single chain, even grouped ones."""
+
+    inherit_cache = True
+    type = sa.Boolean()
+    _traverse_internals = [("condition", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, condition: sa.ColumnElement[bool]):
+        self.condition = condition
+
+
+@compiles(_Parenthesised)
+def _render_parenthesised(element: _Parenthesised, compiler, **kw) -> str:
+    return f"({compiler.process(element.condition, **kw)})"
+
+
+def all_of(conditions: list[sa.ColumnElement[bool]]) -> sa.ColumnElement[bool]:
+    """The conditions ANDed as a balanced tree of parenthesised halves.
+    SQLite nests a chain of N ANDs N levels deep and refuses statements
+    deeper than 1000 levels, and a query string can name that many traits,
+    aggregates or classes; every database reads the tree as one conjunction."""
+    if len(conditions) <= 2:
+        return sa.and_(*conditions)
+    middle = len(conditions) // 2
+    return sa.and_(_Parenthesised(all_of(conditions[:middle])),
+                   _Parenthesised(all_of(conditions[middle:])))
+
+
 def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElement[bool]
                     ) -> list[ResourceProvider]:
     """The providers matching every condition, in creation (id) order."""
-    rows = connection.execute(select_providers().where(*conditions).order_by(_rp.c.id))
+    statement = select_providers().order_by(_rp.c.id)
+    if conditions:
+        statement = statement.where(all_of(list(conditions)))
+    rows = connection.execute(statement)
     return [ResourceProvider(**row._mapping) for row in rows]
 
 
