@@ -14,6 +14,16 @@ from placement.objects.resource_provider import ResourceProvider
 
 _agg = tables.placement_aggregates
 _rp_agg = tables.resource_provider_aggregates
+_UUID_WIDTH = _agg.c.uuid.type.length
+
+
+def stored_form(uuid: str) -> str:
+    """How the aggregate ``uuid`` (any form the lenient uuid check accepts)
+    is stored and looked up: as given when it fits the column, as the spec
+    wants; forms too long for it (``urn:uuid:...``, ``{...}``) canonical."""
+    if len(uuid) <= _UUID_WIDTH:
+        return uuid
+    return rp_obj.normalize_uuid(uuid)
 
 
 def uuids_of(connection: sa.engine.Connection, provider: ResourceProvider) -> list[str]:
