@@ -54,10 +54,9 @@ def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) ->
                 found[uuid] = connection.execute(
                     sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
         except db_exc.DBDuplicateEntry:
-            # Another request created it since our read, or (MySQL's
-            # case-insensitive collation) it exists in another letter case.
-            # A plain read would not see the former under REPEATABLE READ;
-            # a locking read sees the latest committed row.
+            # Another request created it since our read. A plain read would
+            # not see it under REPEATABLE READ; a locking read sees the
+            # latest committed row.
             found[uuid] = connection.scalar(
                 sa.select(_agg.c.id).where(_agg.c.uuid == uuid).with_for_update())
     return found
