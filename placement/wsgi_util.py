@@ -85,7 +85,9 @@ def _validator(schema: dict, format_checker: jsonschema.FormatChecker
 # validation error is shown whole, pretty-printed as jsonschema does;
 # pretty-printing a large body takes seconds.
 _SHOWN_WHOLE = 400
-_MESSAGE_HEAD = 1000
+# A longer message keeps its start and its end (where jsonschema says
+# what is wrong: "... is too long").
+_MESSAGE_HEAD, _MESSAGE_TAIL = 600, 200
 
 
 def _small(value: object) -> bool:
@@ -117,13 +119,14 @@ class _Shown:
 def _described(error: jsonschema.exceptions.ValidationError) -> str:
     """jsonschema's text of ``error`` (clients match on it), with a large
     instance and a long message cut short."""
-    if _small(error.instance) and len(error.message) <= _MESSAGE_HEAD:
+    long_message = len(error.message) > _MESSAGE_HEAD + _MESSAGE_TAIL
+    if _small(error.instance) and not long_message:
         return str(error)
     error = copy.copy(error)
     if not _small(error.instance):
         error.instance = _Shown(error.instance)
-    if len(error.message) > _MESSAGE_HEAD:
-        error.message = error.message[:_MESSAGE_HEAD] + "..."
+    if long_message:
+        error.message = f"{error.message[:_MESSAGE_HEAD]}...{error.message[-_MESSAGE_TAIL:]}"
     return str(error)
 
 
