@@ -35,8 +35,8 @@ CODE_FROM_VERSION = (1, 23)
 # values shown with ``shown`` are cut much shorter.
 MAX_MESSAGE = 4096
 _SHOWN = reprlib.Repr()
-_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist = 4, 8, 8
-_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 120, 120, 40
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist = 2, 5, 5
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 60, 60, 40
 
 
 def shown(value: object) -> str:

@@ -142,7 +142,7 @@ REFUSED_BODIES = [
     # The wrong top-level type, large: named, not rendered
     ("large array for an object", "POST", "/resource_providers",
      json.dumps(list(range(100000))).encode(),
-     "JSON does not validate: [0, 1, 2, 3, 4, 5, 6, 7, ...] is not of type 'object'"),
+     "JSON does not validate: [0, 1, 2, 3, 4, ...] is not of type 'object'"),
 ]
 
 
