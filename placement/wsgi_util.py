@@ -91,6 +91,8 @@ _MESSAGE_HEAD, _MESSAGE_TAIL = 600, 200
 
 
 def _small(value: object) -> bool:
+    """True when ``value`` is within _SHOWN_WHOLE (without walking all of a
+    large one)."""
     budget = _SHOWN_WHOLE
     pending = [value]
     while pending:
@@ -120,10 +122,11 @@ def _described(error: jsonschema.exceptions.ValidationError) -> str:
     """jsonschema's text of ``error`` (clients match on it), with a large
     instance and a long message cut short."""
     long_message = len(error.message) > _MESSAGE_HEAD + _MESSAGE_TAIL
-    if _small(error.instance) and not long_message:
+    small = _small(error.instance)
+    if small and not long_message:
         return str(error)
     error = copy.copy(error)
-    if not _small(error.instance):
+    if not small:
         error.instance = _Shown(error.instance)
     if long_message:
         error.message = f"{error.message[:_MESSAGE_HEAD]}...{error.message[-_MESSAGE_TAIL:]}"
