@@ -8,6 +8,7 @@ Every error body is ``{"errors": [{status, title, detail, request_id, code}]}``
 from __future__ import annotations
 
 import functools
+import reprlib
 
 import webob.exc
 
@@ -35,6 +36,25 @@ MICROVERSION_ENVIRON = "placement.microversion"
 REQUEST_ID_ENVIRON = "openstack.request_id"
 CODE_FROM_VERSION = (1, 23)
 
+# Messages name the values a request got wrong, and a request can make those
+# as long as itself: a message keeps its first MAX_MESSAGE characters, and
+# values shown with ``shown`` are cut much shorter.
+MAX_MESSAGE = 4096
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist = 2, 5, 5
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 60, 60, 40
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to a bounded size, however large or deep the value."""
+    return _SHOWN.repr(value)
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE} more characters)"
+
 
 def json_error_formatter(body: str, status: str, title: str, environ: dict,
                          code: str | None = None, extra: dict | None = None) -> dict:
@@ -57,7 +77,7 @@ def http_error(exception_class: type[webob.exc.HTTPException], message: str = ""
                **kwargs) -> webob.exc.HTTPException:
     """An HTTP error whose body is the placement JSON error document."""
     return exception_class(
-        message,
+        _bounded(message),
         json_formatter=functools.partial(json_error_formatter, code=code, extra=extra),
         **kwargs,
     )

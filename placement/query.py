@@ -15,6 +15,7 @@ from oslo_utils import uuidutils
 
 from placement import errors
 from placement.microversion import Version
+from placement.objects import aggregate
 from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.resource_provider import normalize_uuid
 
@@ -73,7 +74,14 @@ def parse_required(values: list[str], version: Version) -> TraitFilter:
     result = TraitFilter()
     for value in values:
         _parse_trait_value(value, result, version >= FORBIDDEN_TRAITS_FROM, allow_any_of)
+    result.required = _each_once(result.required)
     return result
+
+
+def _each_once(any_of_sets: list[set[str]]) -> list[set[str]]:
+    """The sets without repetitions (in first-seen order): a name or a
+    parameter given again only adds work to the search."""
+    return [set(names) for names in dict.fromkeys(map(frozenset, any_of_sets))]
 
 
 def parse_root_required(values: list[str]) -> TraitFilter:
@@ -86,6 +94,7 @@ def parse_root_required(values: list[str]) -> TraitFilter:
     result = TraitFilter()
     for value in values:
         _parse_trait_value(value, result, allow_forbidden=True, allow_any_of=False)
+    result.required = _each_once(result.required)
     conflicting = set().union(*result.required) & result.forbidden
     if conflicting:
         raise errors.bad_request(
@@ -147,6 +156,7 @@ def parse_member_of(values: list[str], version: Version, suffix: str = "") -> Ag
                 "Forbidden member_of parameters are not supported in the specified "
                 "microversion")
         result.forbidden |= aggregates
+    result.required = _each_once(result.required)
     return result
 
 
@@ -167,7 +177,7 @@ def _parse_member_of_value(value: str) -> tuple[bool, set[str]]:
             raise errors.bad_request(
                 f"{_INVALID}Expected 'member_of' parameter to contain valid UUID(s). "
                 f"Got: {uuid}")
-    return forbidden, set(uuids)
+    return forbidden, set(map(aggregate.stored_form, uuids))
 
 
 def parse_in_tree(value: str) -> str:

@@ -14,7 +14,7 @@ import webob.exc
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
-from placement import errors, exceptions
+from placement import errors, exceptions, request_data
 from placement.db import api as db_api
 from placement.handlers import (
     aggregate,
@@ -143,7 +143,7 @@ class Dispatcher:
     def __call__(self, request: webob.Request):
         try:
             _check_content_headers(request)
-            match = self.mapper.match(request.path_info)
+            match = self.mapper.match(request_data.path(request))
             if match is None:
                 raise errors.not_found()
             handlers = ROUTES[match.pop("template")]

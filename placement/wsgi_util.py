@@ -4,6 +4,7 @@ building responses."""
 from __future__ import annotations
 
 import calendar
+import copy
 import datetime
 import email.utils
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ import webob.exc
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils, uuidutils
 
-from placement import errors
+from placement import errors, request_data
 from placement.context import RequestContext
 from placement.microversion import version_of
 
@@ -80,39 +81,91 @@ def _validator(schema: dict, format_checker: jsonschema.FormatChecker
     return validator
 
 
+# Up to this many values (and characters in strings) an instance of a
+# validation error is shown whole, pretty-printed as jsonschema does;
+# pretty-printing a large body takes seconds.
+_SHOWN_WHOLE = 400
+# A longer message keeps its start and its end (where jsonschema says
+# what is wrong: "... is too long").
+_MESSAGE_HEAD, _MESSAGE_TAIL = 600, 200
+
+
+def _small(value: object) -> bool:
+    """True when ``value`` is within _SHOWN_WHOLE (without walking all of a
+    large one)."""
+    budget = _SHOWN_WHOLE
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        budget -= len(item) if isinstance(item, (str, dict, list)) else 1
+        if budget < 0:
+            return False
+        if isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
+class _Shown:
+    """Stands for a large instance in jsonschema's error text."""
+
+    def __init__(self, value: object):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return errors.shown(self.value)
+
+
+def _described(error: jsonschema.exceptions.ValidationError) -> str:
+    """jsonschema's text of ``error`` (clients match on it), with a large
+    instance and a long message cut short."""
+    long_message = len(error.message) > _MESSAGE_HEAD + _MESSAGE_TAIL
+    small = _small(error.instance)
+    if small and not long_message:
+        return str(error)
+    error = copy.copy(error)
+    if not small:
+        error.instance = _Shown(error.instance)
+    if long_message:
+        error.message = f"{error.message[:_MESSAGE_HEAD]}...{error.message[-_MESSAGE_TAIL:]}"
+    return str(error)
+
+
 def validate(data: object, schema: dict, prefix: str,
              format_checker: jsonschema.FormatChecker = BODY_FORMAT_CHECKER) -> None:
     """400 with jsonschema's best-matching error, as jsonschema.validate picks it."""
     error = jsonschema.exceptions.best_match(
         _validator(schema, format_checker).iter_errors(data))
     if error is not None:
-        raise errors.bad_request(f"{prefix}: {error}")
+        raise errors.bad_request(f"{prefix}: {_described(error)}")
 
 
 def extract_json(request: webob.Request, schema: dict) -> dict:
-    """The request body, parsed and validated against ``schema``."""
-    try:
-        data = jsonutils.loads(request.body)
-    except ValueError as error:
-        raise errors.bad_request(f"Malformed JSON: {error}") from None
+    """The request body, decoded (see placement.request_data) and validated
+    against ``schema``."""
+    data = request_data.json_body(request.body, schema.get("type"))
     validate(data, schema, "JSON does not validate")
     return data
+
+
+def query(request: webob.Request) -> webob.multidict.MultiDict:
+    """The query string parameters (see placement.request_data)."""
+    return request_data.query(request)
 
 
 def query_params(request: webob.Request, schema: dict) -> dict[str, str]:
     """The query string as a dict (last value of a repeated key wins),
     validated against ``schema``."""
-    try:
-        params = dict(request.GET.items())
-    except UnicodeDecodeError as error:
-        raise errors.bad_request(f"Invalid query string parameters: {error}") from None
+    params = dict(query(request).items())
     validate(params, schema, "Invalid query string parameters", QUERY_FORMAT_CHECKER)
     return params
 
 
 def query_values(request: webob.Request, key: str) -> list[str]:
     """Every value of a possibly repeated query parameter, in order."""
-    return request.GET.getall(key)
+    return query(request).getall(key)
 
 
 def url(request: webob.Request, path: str) -> str:

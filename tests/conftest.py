@@ -131,7 +131,7 @@ def pytest_runtest_logreport(report):
     _seconds_per_backend[_backend_of_test.get(report.nodeid, "no database")] += report.duration
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def report():
     """``report(line)`` shows ``line`` in the terminal summary of the run."""
     return _reported_lines.append

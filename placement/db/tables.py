@@ -9,8 +9,11 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-# Unicode names need utf8mb4 whatever the MySQL database's default charset is.
-MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+# Unicode names need utf8mb4 whatever the MySQL database's default charset
+# is; a binary NO PAD collation (MariaDB's) compares uuids and names exactly,
+# as SQLite and PostgreSQL do (migration 0002_binary_collation).
+MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4",
+                       "mysql_collate": "utf8mb4_nopad_bin"}
 
 
 def _timestamps() -> list[sa.Column]:

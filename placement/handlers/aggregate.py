@@ -52,9 +52,11 @@ def set_aggregates(request: webob.Request) -> webob.Response:
     provider_handler.require_provider(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     if version >= GENERATION_FROM:
-        aggregate_uuids, generation = data["aggregates"], data["resource_provider_generation"]
+        given, generation = data["aggregates"], data["resource_provider_generation"]
     else:
-        aggregate_uuids, generation = data, None
+        given, generation = data, None
+    # Two forms of one uuid may be given: the set holds it once.
+    aggregate_uuids = list(dict.fromkeys(map(aggregate_obj.stored_form, given)))
     provider = db_api.write(context.db, aggregate_obj.set_for_provider, uuid,
                             aggregate_uuids, generation)
     return _response(request, aggregate_uuids, provider)

@@ -67,7 +67,7 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
         root_traits=root_traits,
         same_subtree=same_subtree,
         nested_aware=version >= NESTED_FROM,
-        limit=int(limit) if limit is not None else None,
+        limit=_limit(limit),
         max_candidates=placement_conf.max_allocation_candidates,
         randomize=placement_conf.randomize_allocation_candidates,
         breadth_first=(placement_conf.allocation_candidates_generation_strategy
@@ -80,6 +80,17 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
 
 
 # Parsing -----------------------------------------------------------------
+
+# A limit of this many digits or more is above any number of candidates.
+_UNLIMITED_DIGITS = 18
+
+
+def _limit(value: str | None) -> int | None:
+    """The ``limit`` (digits, the schema made sure); None for none at all."""
+    if value is None or len(value) >= _UNLIMITED_DIGITS:
+        return None
+    return int(value)
+
 
 def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | None:
     """The first occurrence of ``key`` (the schema saw only the last one),
@@ -95,9 +106,12 @@ def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | 
 
 def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup]:
     """The request groups, in order of first appearance; each parameter
-    value is parsed in query-string order, so the first bad one is reported."""
+    value is parsed in query-string order, so the first bad one is reported
+    (all values of a repeated ``required`` or ``member_of`` key where it
+    first appears)."""
     groups: dict[str, RequestGroup] = {}
-    for key, value in request.GET.items():
+    seen: set[str] = set()
+    for key, value in wsgi_util.query(request).items():
         match = GROUP_KEY.match(key)
         if match is None:
             continue
@@ -105,13 +119,15 @@ def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup
         group = groups.setdefault(suffix, RequestGroup(suffix=suffix, resources={}))
         if prefix == "resources":
             group.resources = query.parse_resources(value)
-        elif prefix == "required":
-            group.traits = query.parse_required(wsgi_util.query_values(request, key), version)
-        elif prefix == "member_of":
-            group.aggregates = query.parse_member_of(
-                wsgi_util.query_values(request, key), version, suffix)
-        else:
+        elif prefix == "in_tree":
             group.in_tree = query.parse_in_tree(value)
+        elif key not in seen:
+            seen.add(key)
+            values = wsgi_util.query_values(request, key)
+            if prefix == "required":
+                group.traits = query.parse_required(values, version)
+            else:
+                group.aggregates = query.parse_member_of(values, version, suffix)
     return list(groups.values())
 
 

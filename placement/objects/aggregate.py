@@ -14,6 +14,16 @@ from placement.objects.resource_provider import ResourceProvider
 
 _agg = tables.placement_aggregates
 _rp_agg = tables.resource_provider_aggregates
+_UUID_WIDTH = _agg.c.uuid.type.length
+
+
+def stored_form(uuid: str) -> str:
+    """How the aggregate ``uuid`` (any form the lenient uuid check accepts)
+    is stored and looked up: as given when it fits the column, as the spec
+    wants; forms too long for it (``urn:uuid:...``, ``{...}``) canonical."""
+    if len(uuid) <= _UUID_WIDTH:
+        return uuid
+    return rp_obj.normalize_uuid(uuid)
 
 
 def uuids_of(connection: sa.engine.Connection, provider: ResourceProvider) -> list[str]:
@@ -44,10 +54,9 @@ def _ids_creating_missing(connection: sa.engine.Connection, uuids: list[str]) ->
                 found[uuid] = connection.execute(
                     sa.insert(_agg).values(uuid=uuid, created_at=now)).inserted_primary_key[0]
         except db_exc.DBDuplicateEntry:
-            # Another request created it since our read, or (MySQL's
-            # case-insensitive collation) it exists in another letter case.
-            # A plain read would not see the former under REPEATABLE READ;
-            # a locking read sees the latest committed row.
+            # Another request created it since our read. A plain read would
+            # not see it under REPEATABLE READ; a locking read sees the
+            # latest committed row.
             found[uuid] = connection.scalar(
                 sa.select(_agg.c.id).where(_agg.c.uuid == uuid).with_for_update())
     return found

@@ -108,8 +108,7 @@ def _id_for_name(connection: sa.engine.Connection, table: sa.Table, column: sa.C
 def _owner_ids(connection: sa.engine.Connection, names: Sequence[Iterable[str]]
                ) -> list[dict[str, int]]:
     """For each owner table (in _OWNER_TABLES order) {name: id} of the
-    given names, looked up in one statement; names not found that way (new
-    ones, or a collation that matched another spelling) go through
+    given names, looked up in one statement; new names go through
     _id_for_name."""
     names = [list(dict.fromkeys(table_names)) for table_names in names]
     found: list[dict[str, int]] = [{} for _ in _OWNER_TABLES]

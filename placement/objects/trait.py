@@ -63,7 +63,8 @@ def list_traits(connection: sa.engine.Connection, names: Iterable[str] | None = 
     if names is not None:
         query = query.where(_trait.c.name.in_(list(names)))
     if prefix is not None:
-        query = query.where(_trait.c.name.startswith(prefix, autoescape=True))
+        # Not LIKE: SQLite's ignores letter case.
+        query = query.where(sa.func.substr(_trait.c.name, 1, len(prefix)) == prefix)
     if associated is not None:
         in_use = _trait.c.id.in_(sa.select(_rp_trait.c.trait_id))
         query = query.where(in_use if associated else sa.not_(in_use))

@@ -152,8 +152,8 @@ TOTAL_USAGES = [
 
 # --- aggregates ----------------------------------------------------------------
 
-# Aggregate uuids are stored exactly as sent (the lenient body validator
-# lets dashless and upper-case forms in), so no format here.
+# Aggregate uuids are stored as sent when they fit the column (the lenient
+# body validator lets dashless and upper-case forms in), so no format here.
 _AGGREGATE_LIST = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 AGGREGATES = [
     Variant("1.1", "1.18", _object({"aggregates": _AGGREGATE_LIST})),

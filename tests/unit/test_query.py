@@ -117,6 +117,11 @@ def test_required_occurrences_anded_at_1_39():
     assert parsed.forbidden == {"C"}
 
 
+def test_required_sets_repeated_count_once():
+    parsed = query.parse_required(["A,B,A", "in:B,C", "B", "in:C,B", "A"], LATEST)
+    assert parsed.required == [{"A"}, {"B"}, {"B", "C"}]
+
+
 def test_required_any_of_refused_below_1_39():
     assert message_of(query.parse_required, ["in:A,B"], Version(1, 38)) == (
         "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
@@ -191,6 +196,20 @@ def test_member_of_forbidden_forms_from_1_32():
     assert parsed.forbidden == {AGG1, AGG2, AGG3}
     assert not parsed.satisfied_by({AGG1})
     assert query.AggregateFilter(required=[{AGG1}]).satisfied_by({AGG1, AGG2})
+
+
+def test_member_of_sets_repeated_count_once():
+    parsed = query.parse_member_of([AGG1, f"in:{AGG2},{AGG1}", AGG1, f"in:{AGG1},{AGG2}"],
+                                   LATEST)
+    assert parsed.required == [{AGG1}, {AGG1, AGG2}]
+
+
+def test_member_of_forms_too_long_for_the_column_are_canonical():
+    upper = AGG2.upper()
+    parsed = query.parse_member_of([f"in:urn:uuid:{AGG1},{{{AGG3}}},{upper}",
+                                    f"!uuid:{AGG2}"], LATEST)
+    assert parsed.required == [{AGG1, AGG3, upper}]
+    assert parsed.forbidden == {AGG2}
 
 
 def test_member_of_forbidden_refused_below_1_32():

@@ -16,6 +16,8 @@ from placement.objects import trait as trait_obj
 from tests.db import FreshDatabase
 from tests.fixtures.providers import VCPU, insert_inventory
 
+SOME_TRAITS = ["HW_CPU_X86_SSE", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"]
+
 
 @pytest.fixture
 def db():
@@ -200,6 +202,32 @@ def test_list_filters_combine(db):
         assert names(required_traits=[{sse}], forbidden_aggregates={aggregate}) == []
         assert names(in_tree=plain.uuid) == ["plain"]
         assert names(in_tree=new_uuid()) == []
+
+
+def test_a_thousand_trait_and_aggregate_sets_make_one_cheap_statement(db):
+    """A query string can name more sets than SQLite nests ANDs (1000
+    levels), and a subquery per set took PostgreSQL minutes to plan."""
+    provider = make(db, "cn")
+    make(db, "other")
+    aggregates = [new_uuid() for _ in range(1000)]
+    with db.writer() as conn:
+        aggregate_obj.replace(conn, provider, aggregates)
+        trait_ids = sorted(trait_obj.ids_from_names(conn, SOME_TRAITS).values())
+        trait_obj.set_for_provider(conn, provider.uuid, SOME_TRAITS, provider.generation)
+
+    def names(**kwargs) -> list[str]:
+        with db.reader() as conn:
+            return [found.name for found in rp_obj.list_providers(
+                conn, rp_obj.ProviderFilters(**kwargs))]
+
+    singles = [{uuid} for uuid in aggregates]
+    pairs = [{uuid, new_uuid()} for uuid in aggregates]
+    assert names(member_of=singles + pairs) == ["cn"]
+    assert names(member_of=singles + [{new_uuid()}]) == []
+    assert names(member_of=pairs + [{new_uuid(), new_uuid()}]) == []
+    assert names(required_traits=[{trait} for trait in trait_ids] * 2) == ["cn"]
+    assert names(required_traits=[{trait_ids[0], 0}], member_of=pairs[:1]) == ["cn"]
+    assert names(required_traits=[{trait_ids[0]}, {0}]) == []
 
 
 def test_aggregate_write_losing_the_generation_race(db, monkeypatch):

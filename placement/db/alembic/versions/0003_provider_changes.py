@@ -1,19 +1,20 @@
 """Provider changes: what the per-process provider caches follow.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002_binary_collation
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002_binary_collation"
 branch_labels = None
 depends_on = None
 
-MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+MYSQL_TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4",
+                       "mysql_collate": "utf8mb4_nopad_bin"}
 
 
 def upgrade() -> None:
