@@ -65,6 +65,9 @@ inventories = sa.Table(
     sa.Column("max_unit", sa.Integer, nullable=False),
     sa.Column("step_size", sa.Integer, nullable=False),
     sa.Column("allocation_ratio", sa.Float, nullable=False),
+    # the sum of the inventory's allocations, kept by the allocation writers
+    # (placement.objects.allocation) in the same transaction
+    sa.Column("used", sa.BigInteger, nullable=False, server_default="0"),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id",
                         name="uniq_inventories0resource_provider_resource_class"),
     sa.Index("inventories_resource_class_id_idx", "resource_class_id"),

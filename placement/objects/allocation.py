@@ -26,7 +26,6 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
-from placement.objects import usage as usage_obj
 from placement.objects.generation import Generational, compare_and_swap
 from placement.objects.inventory import InventoryUsage
 
@@ -68,40 +67,86 @@ class ProviderGenerationRace(ConcurrentWrite):
                          "data. Please retry your update")
 
 
-# -- Capacity (the one place allocation writes read it)
+# -- Capacity and usage (the one place allocation writes read and keep them)
+#
+# Every inventory row carries ``used``, the sum of its allocations, kept by
+# the two writers of allocations below in the transaction that changes
+# them: readers get a provider's usage in one row instead of summing its
+# allocations, however many consumers it serves. Writers of one inventory
+# are serialised by its row lock (the UPDATE adds a difference, computed
+# from the allocations the writer has locked), so no change is lost.
 
-# Every inventory of some providers in some classes, with the amount
-# allocated and the part of it held by the consumers being written.
-_CAPACITY = db_api.SizedStatement(lambda provider_ids, class_ids, consumer_uuids: (
+# The allocations of some consumers, locked until COMMIT: what the write
+# replaces (and subtracts from the usages) is exactly what it deletes.
+_HELD = db_api.SizedStatement(lambda consumer_uuids: (
+    sa.select(_allocation.c.resource_provider_id, _allocation.c.resource_class_id,
+              _allocation.c.used)
+    .where(db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids", consumer_uuids))
+    .with_for_update()))
+
+
+def _held(connection: sa.engine.Connection, consumer_uuids: list[str]
+          ) -> tuple[dict[Key, int], int]:
+    """What the consumers hold, by inventory, and in how many rows."""
+    held: dict[Key, int] = collections.defaultdict(int)
+    rows = connection.execute(*_HELD(consumer_uuids=consumer_uuids)).all()
+    for provider_id, class_id, used in rows:
+        held[provider_id, class_id] += used
+    return held, len(rows)
+
+
+_ADD_USAGE = (
+    sa.update(_inventory)
+    .where(_inventory.c.resource_provider_id == sa.bindparam("target_provider"),
+           _inventory.c.resource_class_id == sa.bindparam("target_class"))
+    .values(used=_inventory.c.used + sa.bindparam("difference")))
+
+
+def _keep_usages(connection: sa.engine.Connection, removed: Mapping[Key, int],
+                 added: Iterable[dict]) -> None:
+    """Move the inventories' ``used`` by what was removed and added (rows
+    of the allocations table), in one statement."""
+    differences: dict[Key, int] = collections.defaultdict(int)
+    for key, amount in removed.items():
+        differences[key] -= amount
+    for row in added:
+        differences[row["resource_provider_id"], row["resource_class_id"]] += row["used"]
+    changes = [{"target_provider": provider_id, "target_class": class_id,
+                "difference": difference}
+               for (provider_id, class_id), difference in sorted(differences.items())
+               if difference]
+    if changes:
+        connection.execute(_ADD_USAGE, changes)
+
+
+# Every inventory of some providers in some classes, with its usage.
+_CAPACITY = db_api.SizedStatement(lambda provider_ids, class_ids: (
     sa.select(_inventory.c.resource_provider_id, _inventory.c.resource_class_id,
               _inventory.c.total, _inventory.c.reserved, _inventory.c.min_unit,
               _inventory.c.max_unit, _inventory.c.step_size, _inventory.c.allocation_ratio,
-              usage_obj.allocated_of_inventory().label("used"),
-              usage_obj.allocated_of_inventory(db_api.bound_in(
-                  _allocation.c.consumer_id, "consumer_uuids", consumer_uuids)).label("written"))
+              _inventory.c.used)
     .where(db_api.bound_in(_inventory.c.resource_provider_id, "provider_ids", provider_ids),
            db_api.bound_in(_inventory.c.resource_class_id, "class_ids", class_ids))))
 
 
 def inventory_usages(connection: sa.engine.Connection, provider_ids: Iterable[int],
-                     class_ids: Iterable[int], consumer_uuids: Iterable[str]
+                     class_ids: Iterable[int], held: Mapping[Key, int]
                      ) -> tuple[dict[Key, InventoryUsage], dict[Key, int]]:
     """Every inventory of the given providers in the given classes, with
-    the usage of the consumers other than ``consumer_uuids`` (whose
+    the usage of the consumers other than those holding ``held`` (whose
     allocations the write replaces); and the usage of everybody, by
-    inventory. One statement."""
+    inventory."""
     rows = connection.execute(*_CAPACITY(provider_ids=list(provider_ids),
-                                         class_ids=list(class_ids),
-                                         consumer_uuids=list(consumer_uuids)))
+                                         class_ids=list(class_ids)))
     inventories = {}
     used = {}
     for row in rows:
         key = (row.resource_provider_id, row.resource_class_id)
-        used[key] = int(row.used)
+        used[key] = row.used
         inventories[key] = InventoryUsage(
             total=row.total, reserved=row.reserved, min_unit=row.min_unit,
             max_unit=row.max_unit, step_size=row.step_size,
-            allocation_ratio=row.allocation_ratio, used=used[key] - int(row.written))
+            allocation_ratio=row.allocation_ratio, used=row.used - held.get(key, 0))
     return inventories, used
 
 
@@ -173,8 +218,6 @@ def get_for_provider(connection: sa.engine.Connection,
         max((row.created_at for row in rows if row.created_at), default=None))
 
 
-_COUNT_HELD = sa.select(sa.func.count()).where(
-    _allocation.c.consumer_id == sa.bindparam("consumer_uuid"))
 _DELETE_HELD = sa.delete(_allocation).where(
     _allocation.c.consumer_id == sa.bindparam("consumer_uuid"))
 _DELETE_CONSUMER = sa.delete(_consumer).where(_consumer.c.uuid == sa.bindparam("consumer_uuid"))
@@ -186,13 +229,16 @@ def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
     generations are left alone (as upstream does)."""
     parameters = {"consumer_uuid": consumer_uuid}
     with db.writer() as connection:
-        if not connection.execute(_COUNT_HELD, parameters).scalar():
+        held, rows = _held(connection, [consumer_uuid])
+        if not rows:
             raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
-        if connection.execute(_DELETE_HELD, parameters).rowcount == 0:
-            # Another transaction removed them after our snapshot was taken.
+        if connection.execute(_DELETE_HELD, parameters).rowcount != rows:
+            # Another transaction changed them after our read (a backend
+            # that does not lock them: nothing is kept of this one).
             raise exceptions.NotFound(
                 f"Allocation for consumer with id {consumer_uuid} not found. error: "
                 "the allocations were deleted by another request")
+        _keep_usages(connection, held, [])
         connection.execute(_DELETE_CONSUMER, parameters)
 
 
@@ -421,11 +467,16 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     provider_ids = list(dict.fromkeys(record.provider_id for record in records))
     class_ids = list(dict.fromkeys(record.class_id for record in records))
     consumer_uuids = [request.consumer_uuid for request in prepared.requests]
-    inventories, previously_used = inventory_usages(connection, provider_ids, class_ids,
-                                                    consumer_uuids)
+    held, held_rows = _held(connection, consumer_uuids)
+    inventories, previously_used = inventory_usages(connection, provider_ids, class_ids, held)
     _check_inventory_present(records, inventories)
     _check_capacity(records, inventories, previously_used)
-    connection.execute(*_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids))
+    if connection.execute(*_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids)
+                          ).rowcount != held_rows:
+        # They were locked: only a backend that does not lock them (none
+        # of ours) could get here. Start again rather than keep usages
+        # that do not add up.
+        raise ProviderGenerationRace()
     now = timeutils.utcnow()
     new_rows = [
         {"consumer_id": record.consumer_uuid, "resource_provider_id": record.provider_id,
@@ -436,6 +487,9 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
         connection.execute(_INSERT_ALLOCATIONS, new_rows)
     _increment_provider_generations(connection,
                                     [providers[provider_id] for provider_id in provider_ids])
+    # after the providers' rows: every writer takes a provider's lock before
+    # its inventories' (a release, which names no provider, locks them here)
+    _keep_usages(connection, held, new_rows)
     try:
         consumer_obj.increment_generations(connection, prepared.consumers)
     except exceptions.ConcurrentUpdate as error:

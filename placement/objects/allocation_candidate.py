@@ -36,7 +36,7 @@ from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, p
 __all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
            "SearchOptions", "find"]
 
-_alloc = tables.allocations
+_inv = tables.inventories
 
 
 # Allocation requests and provider summaries are never changed once made:
@@ -129,18 +129,16 @@ def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
 # Loading -----------------------------------------------------------------
 
 def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
-    """Amounts allocated by (provider, class), for lists of ``provider_ids``
+    """The usages of the inventories in use, for lists of ``provider_ids``
     and ``class_ids`` of these sizes (0: any provider, any class)."""
-    conditions = []
+    conditions = [_inv.c.used != 0]
     if provider_ids:
-        conditions.append(db_api.bound_in(_alloc.c.resource_provider_id, "provider_ids",
+        conditions.append(db_api.bound_in(_inv.c.resource_provider_id, "provider_ids",
                                           provider_ids))
     if class_ids:
-        conditions.append(db_api.bound_in(_alloc.c.resource_class_id, "class_ids", class_ids))
-    return (sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
-                      sa.func.sum(_alloc.c.used))
-            .where(*conditions)
-            .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id))
+        conditions.append(db_api.bound_in(_inv.c.resource_class_id, "class_ids", class_ids))
+    return sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
+                     _inv.c.used).where(*conditions)
 
 
 _USAGES = db_api.SizedStatement(_usage_statement)
@@ -149,15 +147,13 @@ _USAGES = db_api.SizedStatement(_usage_statement)
 def _usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
             class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
-    and classes (None: all of them)."""
+    and classes (None: all of them), where any is."""
     used = {}
     for chunk in [None] if provider_ids is None else chunks(provider_ids):
         lists = {"provider_ids": chunk, "class_ids": class_ids}
         rows = plain_rows(connection, *_USAGES(**{
             name: values for name, values in lists.items() if values is not None}))
-        # int(): SUM is a DECIMAL on MySQL
-        used.update({(provider_id, class_id): int(amount)
-                     for provider_id, class_id, amount in rows})
+        used.update({(provider_id, class_id): amount for provider_id, class_id, amount in rows})
     return used
 
 

@@ -400,21 +400,14 @@ def has_capacity(resource_class_id: int, amount: int,
         # No max_unit is that large; the database (SQLite) could not even
         # bind such an integer.
         return sa.false()
-    used = (sa.select(_alloc.c.resource_provider_id,
-                      sa.func.sum(_alloc.c.used).label("used"))
-            .where(_alloc.c.resource_class_id == resource_class_id)
-            .group_by(_alloc.c.resource_provider_id)
-            .subquery())
     capable = (
         sa.select(_inv.c.resource_provider_id)
-        .select_from(_inv.outerjoin(used, used.c.resource_provider_id
-                                    == _inv.c.resource_provider_id))
         .where(
             _inv.c.resource_class_id == resource_class_id,
             _inv.c.min_unit <= amount,
             _inv.c.max_unit >= amount,
             sa.literal(amount) % _inv.c.step_size == 0,
-            sa.func.coalesce(used.c.used, 0) + amount
+            _inv.c.used + amount
             <= (_inv.c.total - _inv.c.reserved) * _inv.c.allocation_ratio,
         )
     )

@@ -23,21 +23,11 @@ _users = tables.users
 _types = tables.consumer_types
 
 
-def allocated_of_inventory(*conditions: sa.ColumnElement[bool]) -> sa.ScalarSelect:
-    """The amount allocated of the inventory of the enclosing query (by the
-    allocations matching ``conditions``), 0 when none."""
-    return (sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0))
-            .where(_alloc.c.resource_provider_id == _inv.c.resource_provider_id,
-                   _alloc.c.resource_class_id == _inv.c.resource_class_id,
-                   *conditions)
-            .scalar_subquery())
-
-
 # Per inventory of one provider, in class id order: its class and the
 # amount allocated of it. Built once (the usages of a provider are read
 # often).
 _PROVIDER_USAGES = (
-    sa.select(_inv.c.resource_class_id, allocated_of_inventory().label("used"))
+    sa.select(_inv.c.resource_class_id, _inv.c.used)
     .where(_inv.c.resource_provider_id == sa.bindparam("provider_id"))
     .order_by(_inv.c.resource_class_id))
 

@@ -14,7 +14,12 @@ from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from tests.db import FreshDatabase
-from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
+from tests.fixtures.allocations import (
+    add_allocation,
+    add_inventory,
+    create_provider,
+    insert_allocation,
+)
 
 PROVIDER = str(uuid.uuid4())
 OTHER = str(uuid.uuid4())
@@ -84,9 +89,7 @@ def test_allocations_without_a_consumer_record_are_replaced(database):
         provider_id = connection.execute(
             sa.select(tables.resource_providers.c.id)
             .where(tables.resource_providers.c.uuid == PROVIDER)).scalar()
-        connection.execute(sa.insert(tables.allocations).values(
-            consumer_id=legacy, resource_provider_id=provider_id, resource_class_id=0,
-            used=4))
+        insert_allocation(connection, provider_id, 0, legacy, 4)
     claim(database, legacy, {PROVIDER: {"VCPU": 2}})
     assert held(database) == {(legacy, PROVIDER): 2}
 
@@ -106,10 +109,12 @@ def test_created_consumer_has_the_generation_after_its_first_write(database):
         assert consumer_obj.get_by_uuids(connection, [consumer_uuid]) == {}
 
 
-def test_claim_for_a_new_consumer_of_a_known_owner_runs_eight_statements(database):
+def test_claim_for_a_new_consumer_of_a_known_owner_runs_ten_statements(database):
     """Lock and read the providers, read the consumer, look the owner up,
-    create the consumer, read inventories with their usage, delete what
-    the consumer held, insert, compare-and-swap the provider generation."""
+    create the consumer, lock and read what the consumer holds, read
+    inventories with their usage, delete what the consumer held, insert,
+    count the difference in the inventories' usage, compare-and-swap the
+    provider generation."""
     claim(database, str(uuid.uuid4()), {PROVIDER: {"VCPU": 1}})
     statements: list[str] = []
 
@@ -123,4 +128,4 @@ def test_claim_for_a_new_consumer_of_a_known_owner_runs_eight_statements(databas
         claim(database, str(uuid.uuid4()), {PROVIDER: {"VCPU": 1, "MEMORY_MB": 64}})
     finally:
         sa.event.remove(database.engine, "before_cursor_execute", record)
-    assert len(statements) == 8, statements
+    assert len(statements) == 10, statements

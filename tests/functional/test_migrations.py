@@ -81,3 +81,30 @@ def test_a_fresh_database_holds_only_the_standard_data(backend):
                     assert _count(connection, table) == 0, table.name
     finally:
         fresh.close()
+
+
+def test_inventory_usages_are_computed_for_the_allocations_already_there(backend):
+    """A database written before inventories carried their usage (0003)
+    gets each inventory's sum of allocations as it is upgraded."""
+    engine = db_api.create_engine(test_db.empty_database_url(backend))
+    try:
+        migration.upgrade(engine, "0003")
+        with engine.begin() as connection:
+            connection.execute(sa.text(
+                "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id)"
+                " VALUES (1, :uuid, 'cn', 0, 1)"), {"uuid": "a" * 36})
+            connection.execute(sa.text(
+                "INSERT INTO inventories (resource_provider_id, resource_class_id, total,"
+                " reserved, min_unit, max_unit, step_size, allocation_ratio)"
+                " VALUES (1, 0, 8, 0, 1, 8, 1, 1.0), (1, 1, 1024, 0, 1, 1024, 1, 1.0)"))
+            connection.execute(sa.text(
+                "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id,"
+                " used) VALUES (1, :first, 0, 2), (1, :second, 0, 3)"),
+                {"first": "b" * 36, "second": "c" * 36})
+        migration.upgrade(engine)
+        with engine.connect() as connection:
+            usages = dict(connection.execute(sa.select(
+                tables.inventories.c.resource_class_id, tables.inventories.c.used)).all())
+        assert usages == {0: 5, 1: 0}
+    finally:
+        engine.dispose()

@@ -14,6 +14,7 @@ from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from tests.db import FreshDatabase
+from tests.fixtures.allocations import insert_allocation
 from tests.fixtures.providers import VCPU, insert_inventory
 
 SOME_TRAITS = ["HW_CPU_X86_SSE", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"]
@@ -160,9 +161,7 @@ def test_delete_refuses_parents_before_allocations(db):
     root = make(db, "root")
     make(db, "child", root)
     with db.writer() as conn:
-        conn.execute(sa.insert(tables.allocations).values(
-            resource_provider_id=root.id, consumer_id=new_uuid(), resource_class_id=VCPU,
-            used=1))
+        insert_allocation(conn, root.id, VCPU, new_uuid(), 1)
     with db.writer() as conn, pytest.raises(rp_obj.ProviderHasChildren):
         rp_obj.delete(conn, root.uuid)
 
@@ -173,9 +172,7 @@ def test_filter_conditions_are_reusable_in_other_queries(db):
     with db.writer() as conn:
         insert_inventory(conn, full.id, VCPU, total=2, max_unit=2)
         insert_inventory(conn, roomy.id, VCPU, total=2, max_unit=2, allocation_ratio=4.0)
-        conn.execute(sa.insert(tables.allocations).values(
-            resource_provider_id=full.id, consumer_id=new_uuid(), resource_class_id=VCPU,
-            used=2))
+        insert_allocation(conn, full.id, VCPU, new_uuid(), 2)
     provider_ids = sa.select(tables.resource_providers.c.id)
     with db.reader() as conn:
         capable = set(conn.scalars(provider_ids.where(rp_obj.has_capacity(VCPU, 2))))
