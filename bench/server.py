@@ -81,13 +81,16 @@ class Server:
         self.host = "127.0.0.1"
         self.command = shlex.split(command.format(port=self.port, host=self.host))
         self.log_path = os.path.join(workdir, f"server-{self.port}.log")
+        # Never let a configuration file of the machine leak in: an empty
+        # one of our own (the original service refuses a directory without).
+        config_dir = tempfile.mkdtemp(dir=workdir)
+        open(os.path.join(config_dir, "placement.conf"), "w").close()
         env = dict(os.environ)
         env.update({
             "OS_PLACEMENT_DATABASE__CONNECTION": database_url,
             "OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP": "True",
             "OS_API__AUTH_STRATEGY": "noauth2",
-            # Never let a configuration file of the machine leak in.
-            "OS_PLACEMENT_CONFIG_DIR": tempfile.mkdtemp(dir=workdir),
+            "OS_PLACEMENT_CONFIG_DIR": config_dir,
         })
         self._log = open(self.log_path, "wb")
         # Its own session, so that stopping it also stops its workers.
