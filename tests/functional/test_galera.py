@@ -135,8 +135,8 @@ def test_storm_with_a_node_killed_and_rejoining(cluster, services, report):
            f"after {back - restarting:.1f} s: {load.summary(killed, ended)}")
 
     assert "IST received" in victim.error_log().rpartition("Recovered position")[2]
-    assert {answer.status for answer in answers} <= {200, 204, 409, 503}, [
-        answer for answer in answers if answer.status not in (200, 204, 409, 503)]
+    unexpected = [answer for answer in answers if answer.status not in (200, 204, 409, 503)]
+    assert not unexpected, (unexpected, servers[unexpected[0].server].output()[-20000:])
     unavailable = [answer for answer in answers if answer.status == 503]
     for answer in unavailable:
         assert storm.is_database_unavailable(answer), answer
@@ -169,7 +169,8 @@ def test_storm_with_a_node_killed_and_rejoining(cluster, services, report):
     assert rows[0] == rows[1] == rows[2]
     assert len(rows[0]["allocations"]) == len(held[0])
     for server in servers:
-        for failure in ("Traceback", "Unexpected error serving", "Internal Server Error"):
+        # (oslo.db logs a traceback for each write that ran out of retries.)
+        for failure in ("Unexpected error serving", "Internal Server Error"):
             assert failure not in server.output(), server.output()
     report(f"galera storm: {load.outcomes()}, {len(held[0])} held on every node")
 
@@ -178,7 +179,8 @@ def _put_claim(url: str, consumer: str, provider: str) -> None:
     status, _, body = ops.request(f"{url}/allocations/{consumer}", method="PUT", headers=ADMIN,
                                   body={"allocations": {provider: {"resources": {"VCPU": 1}}},
                                         "project_id": "project", "user_id": "user",
-                                        "consumer_generation": None})
+                                        "consumer_generation": None,
+                                        "consumer_type": "INSTANCE"})
     assert status == 204, body
 
 
@@ -231,4 +233,6 @@ def test_a_lagging_node_reads_what_another_acknowledged(cluster, services):
     pause.dispose()
     (status, body), = reads
     assert status == 200, body
-    assert json.loads(body)["allocations"] == {provider: {"resources": {"VCPU": 1}}}
+    allocations = json.loads(body)["allocations"]
+    assert {held_on: held["resources"] for held_on, held in allocations.items()} == {
+        provider: {"VCPU": 1}}
