@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -173,6 +174,13 @@ def test_storm_with_a_node_killed_and_rejoining(cluster, services, report):
         for failure in ("Unexpected error serving", "Internal Server Error"):
             assert failure not in server.output(), server.output()
     report(f"galera storm: {load.outcomes()}, {len(held[0])} held on every node")
+
+
+def test_readme_shows_the_configuration_the_nodes_run():
+    with open(db_servers.GALERA_CONFIG) as config:
+        settings = [line for line in config if line.strip() and not line.startswith("#")]
+    with open(os.path.join(ops.REPO_ROOT, "README.rst")) as readme:
+        assert "".join(f"    {line}" for line in settings) in readme.read()
 
 
 def _put_claim(url: str, consumer: str, provider: str) -> None:
