@@ -26,6 +26,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from tests import db as test_db
 from tests import db_servers
@@ -137,7 +138,7 @@ def test_storm_with_a_node_killed_and_rejoining(cluster, services, report):
 
     assert "IST received" in victim.error_log().rpartition("Recovered position")[2]
     unexpected = [answer for answer in answers if answer.status not in (200, 204, 409, 503)]
-    assert not unexpected, (unexpected, servers[unexpected[0].server].output()[-20000:])
+    assert not unexpected, f"{unexpected}\n{servers[unexpected[0].server].output()[-30000:]}"
     unavailable = [answer for answer in answers if answer.status == 503]
     for answer in unavailable:
         assert storm.is_database_unavailable(answer), answer
@@ -174,6 +175,40 @@ def test_storm_with_a_node_killed_and_rejoining(cluster, services, report):
         for failure in ("Unexpected error serving", "Internal Server Error"):
             assert failure not in server.output(), server.output()
     report(f"galera storm: {load.outcomes()}, {len(held[0])} held on every node")
+
+
+def test_a_certification_failure_is_retried_in_a_new_transaction(services):
+    """Another host commits a write of the same row through another node
+    first: this transaction fails certification (a deadlock, at COMMIT or
+    at its next statement) and runs again, from a new transaction."""
+    _, database_urls, _ = services
+    here = db_api.Database(db_api.create_engine(database_urls[0]))
+    elsewhere = sa.create_engine(database_urls[1], poolclass=sa.pool.NullPool)
+    shards = tables.provider_change_shards
+    bump = shards.update().where(shards.c.shard == 7).values(version=shards.c.version + 1)
+    transactions = []
+
+    def bump_racing_once() -> None:
+        with here.writer() as connection:
+            transactions.append(connection.get_transaction())
+            connection.execute(bump)
+            if len(transactions) == 1:
+                with elsewhere.begin() as other:
+                    other.execute(bump)
+
+    try:
+        with here.reader() as connection:
+            before = connection.scalar(sa.select(shards.c.version).where(shards.c.shard == 7))
+        here.retry_on_db_error(bump_racing_once)()
+        with here.reader() as connection:
+            after = connection.scalar(sa.select(shards.c.version).where(shards.c.shard == 7))
+    finally:
+        here.dispose()
+        elsewhere.dispose()
+    first, second = transactions
+    assert first is not second
+    # Both writes, each once: the other host's and the retry's.
+    assert after == before + 2
 
 
 def test_readme_shows_the_configuration_the_nodes_run():
