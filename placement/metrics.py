@@ -66,6 +66,19 @@ class _Instruments:
         self.provider_cache_loaded = Counter(
             "placement_provider_cache_providers_loaded", "Providers read by refreshes of the "
             "per-process provider copy.", ["kind"])
+        # (route, method, status) -> the two series of a request. Asking
+        # the metrics for them (``labels``) costs as much as updating them;
+        # the labels are few (callers keep them so), so is this.
+        self._request_series: dict[tuple[str, str, str], tuple] = {}
+
+    def request_series(self, route: str, method: str, status: str) -> tuple:
+        key = (route, method, status)
+        series = self._request_series.get(key)
+        if series is None:
+            series = self._request_series[key] = (
+                self.requests.labels(route, method, status),
+                self.request_seconds.labels(route, method))
+        return series
 
 
 _instruments: _Instruments | None = None
@@ -120,8 +133,9 @@ def exposition_application() -> Callable:
 def observe_request(route: str, method: str, status: str, seconds: float) -> None:
     instruments = _instruments
     if instruments is not None:
-        instruments.requests.labels(route, method, status).inc()
-        instruments.request_seconds.labels(route, method).observe(seconds)
+        count, latency = instruments.request_series(route, method, status)
+        count.inc()
+        latency.observe(seconds)
 
 
 def count_claim_conflict(code: str) -> None:
