@@ -116,9 +116,9 @@ def enabled() -> bool:
 
 def exposition_application() -> Callable:
     """prometheus_client's WSGI application serving every metric: this
-    process's, or in multi-process mode those of every process of the
-    directory (and the process, platform and garbage collector metrics of
-    this process outside it)."""
+    process's (with prometheus_client's process, platform and garbage
+    collector metrics), or in multi-process mode the sums of those of
+    every process of the directory."""
     from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, multiprocess
 
     if not os.environ.get(MULTIPROCESS_ENVIRON):
