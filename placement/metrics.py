@@ -110,10 +110,6 @@ def enable(multiprocess_dir: str | None = None) -> None:
         _instruments = _Instruments()
 
 
-def enabled() -> bool:
-    return _instruments is not None
-
-
 def exposition_application() -> Callable:
     """prometheus_client's WSGI application serving every metric: this
     process's (with prometheus_client's process, platform and garbage

@@ -182,8 +182,8 @@ def _count_database_error(context: sa.engine.ExceptionContext) -> None:
     """A ``handle_error`` listener: counts the error in the metrics by the
     oslo.db exception it became (or the driver's, untranslated). A failed
     pool pre-ping is not counted: the pool replaces the connection and
-    nobody sees an error."""
-    if not context.is_pre_ping:
+    nobody sees an error (``is_pre_ping``: SQLAlchemy 2.0.5 and later)."""
+    if not getattr(context, "is_pre_ping", False):
         error = context.chained_exception or context.original_exception
         metrics.count_database_error(type(error).__name__)
 
