@@ -254,32 +254,39 @@ WORKERS = 2
 REQUESTS = 24
 
 
-@pytest.fixture(params=["option", "environment"])
+@pytest.fixture(params=["recipe, option", "recipe, environment", "forked, option"])
 def uwsgi_with_metrics(request, tmp_path):
-    """The README's uwsgi recipe, two processes, metrics enabled, their
-    directory named by ``[metrics] multiprocess_dir`` or by
-    PROMETHEUS_MULTIPROC_DIR."""
+    """Two uwsgi worker processes with metrics enabled: the README's recipe
+    (each worker builds its application), or workers forked from the
+    master that built it; the metrics directory named by ``[metrics]
+    multiprocess_dir`` or by PROMETHEUS_MULTIPROC_DIR."""
     assert ops.UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
+    workers, directory_from = request.param.split(", ")
     database_path = tmp_path / "placement.sqlite"
     engine = db_api.create_engine(f"sqlite:///{database_path}")
     migration.upgrade(engine)
     engine.dispose()
     directory = tmp_path / "metrics"
     port = ops.free_port()
-    command = [ops.UWSGI, "--ini", ops.UWSGI_RECIPE, "--http-socket", f"127.0.0.1:{port}",
-               "--processes", str(WORKERS), "--threads", "2",
-               "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT]
+    # (options after the recipe's override its own)
+    command = [ops.UWSGI, *(["--ini", ops.UWSGI_RECIPE] if workers == "recipe" else
+                            ["--master", "--module", "placement.wsgi:application",
+                             "--die-on-term"]),
+               "--http-socket", f"127.0.0.1:{port}", "--processes", str(WORKERS),
+               "--threads", "2", "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT]
     env = {"OS_PLACEMENT_CONFIG_DIR": str(tmp_path),
            "OS_PLACEMENT_DATABASE__CONNECTION": f"sqlite:///{database_path}",
            "OS_API__AUTH_STRATEGY": "noauth2",
            "OS_METRICS__ENABLED": "True"}
-    if request.param == "option":
+    if directory_from == "option":
         env["OS_METRICS__MULTIPROCESS_DIR"] = str(directory)
     else:
         directory.mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     with ops.Server(command, port, env=env, cwd=ops.REPO_ROOT) as server:
-        server.wait_for_output("WSGI app 0 (mountpoint='') ready", count=WORKERS)
+        server.wait_for_output("WSGI app 0 (mountpoint='') ready",
+                               count=WORKERS if workers == "recipe" else 1)
+        server.wait_for_output(f"spawned uWSGI worker {WORKERS}")
         yield server, directory
     assert "Traceback" not in server.output(), server.output()
 
