@@ -34,6 +34,9 @@ LOG = logging.getLogger(__name__)
 
 RP = "/resource_providers/{uuid}"
 
+# The template of the route a request matched (for the request metrics).
+ROUTE_ENVIRON = "placement.route"
+
 # Path -> {method: handler}; methods are listed in the order of ``Allow``.
 ROUTES: dict[str, dict[str, Callable]] = {
     "": {"GET": root.home},
@@ -139,6 +142,16 @@ class Dispatcher:
     def __init__(self) -> None:
         self.mapper = _make_mapper()
 
+    def route_of(self, environ: dict) -> str | None:
+        """The route template of a request: the one it matched, or, for a
+        request answered before it got here (a 401, a CORS preflight), the
+        one its path matches; None for a path of no route."""
+        template = environ.get(ROUTE_ENVIRON)
+        if template is None:
+            match = self.mapper.match(environ.get("PATH_INFO", ""))
+            template = match and match["template"]
+        return template
+
     @webob.dec.wsgify
     def __call__(self, request: webob.Request):
         try:
@@ -146,7 +159,8 @@ class Dispatcher:
             match = self.mapper.match(request_data.path(request))
             if match is None:
                 raise errors.not_found()
-            handlers = ROUTES[match.pop("template")]
+            template = request.environ[ROUTE_ENVIRON] = match.pop("template")
+            handlers = ROUTES[template]
             allowed = ", ".join(handlers)
             request.environ["placement.allowed_methods"] = allowed
             handler = handlers.get(request.method)

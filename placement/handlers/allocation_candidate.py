@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import webob
 
-from placement import errors, microversion, query, wsgi_util
+from placement import errors, metrics, microversion, query, wsgi_util
 from placement.microversion import Version
 from placement.objects import allocation_candidate
 from placement.objects.allocation_candidate import (
@@ -76,6 +76,7 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
     with context.db.reader() as connection:
         candidates = allocation_candidate.find(connection, groups, options,
                                                summarize_all_classes=version >= ALL_CLASSES_FROM)
+    metrics.observe_allocation_candidates(len(candidates.allocation_requests))
     return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 
 
