@@ -239,6 +239,16 @@ def operations() -> dict[tuple[str, str], Operation]:
             "plus summaries of the providers involved.",
             (ok(responses.ALLOCATION_CANDIDATES),), available=("1.10", None),
             query=allocation_candidate.query_schema, errors=_protected()),
+        ("/allocation_candidates/explain", "GET"): Operation(
+            "Why the same query gets the candidates it gets: for each request group the "
+            "funnel of its constraints with the providers (and trees) entering and "
+            "leaving each, the steps acting on whole trees, the number of allocation "
+            "requests (limit ignored) and, for each provider=<uuid>, the first constraint "
+            "ruling it out. Admin only by default.",
+            (Outcome(200, responses.ALLOCATION_CANDIDATES_EXPLAIN,
+                     description="The explanation."),),
+            available=("1.10", None), query=allocation_candidate.explain_query_schema,
+            errors=_protected()),
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",

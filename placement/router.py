@@ -85,6 +85,8 @@ ROUTES: dict[str, dict[str, Callable]] = {
         "DELETE": allocation.delete_allocations,
     },
     "/allocation_candidates": {"GET": allocation_candidate.list_allocation_candidates},
+    "/allocation_candidates/explain": {
+        "GET": allocation_candidate.explain_allocation_candidates},
     "/traits": {"GET": trait.list_traits},
     "/traits/{name}": {
         "GET": trait.get_trait,

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
@@ -33,8 +34,8 @@ from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import InventoryUsage
 from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
-__all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
-           "SearchOptions", "find"]
+__all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
+           "SearchOptions", "find", "prepare", "read_usages", "search_record"]
 
 _inv = tables.inventories
 
@@ -74,12 +75,19 @@ class Candidates:
     provider_summaries: list[ProviderSummary]
 
 
-def find(connection: sa.engine.Connection, groups: list[RequestGroup],
-         options: SearchOptions, summarize_all_classes: bool) -> Candidates:
-    """The allocation candidates for ``groups`` (resources keyed by class
-    name). Unknown classes or traits raise InvalidInput. Summaries list every
-    class a provider has when ``summarize_all_classes``, else only the
-    requested ones."""
+class Prepared(NamedTuple):
+    """What a search of the provider snapshot for one request starts from."""
+
+    snapshot: Snapshot
+    world: World
+    # requested class name -> id
+    class_ids: dict[str, int]
+
+
+def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
+            options: SearchOptions) -> Prepared:
+    """The snapshot and the world to search for ``groups`` (resources keyed
+    by class name). Unknown classes or traits raise InvalidInput."""
     # in request order, so that the first unknown name is the one reported
     requested_classes = list(dict.fromkeys(
         name for group in groups for name in group.resources))
@@ -94,12 +102,21 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
         trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
-
     snapshot = provider_cache.snapshot(connection)
     world = _SnapshotWorld(connection, snapshot, groups, options, class_ids)
+    return Prepared(snapshot, world, class_ids)
+
+
+def find(connection: sa.engine.Connection, groups: list[RequestGroup],
+         options: SearchOptions, summarize_all_classes: bool) -> Candidates:
+    """The allocation candidates for ``groups`` (resources keyed by class
+    name). Unknown classes or traits raise InvalidInput. Summaries list every
+    class a provider has when ``summarize_all_classes``, else only the
+    requested ones."""
+    snapshot, world, class_ids = prepare(connection, groups, options)
     results = search(world, groups, options)
     summaries = _summaries(connection, snapshot, results, options.nested_aware,
-                           None if summarize_all_classes else set(requested_classes))
+                           None if summarize_all_classes else set(class_ids))
     return Candidates([_allocation_request(world, result) for result in results], summaries)
 
 
@@ -144,7 +161,7 @@ def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
 _USAGES = db_api.SizedStatement(_usage_statement)
 
 
-def _usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
+def read_usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
             class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
@@ -301,6 +318,9 @@ class _SnapshotWorld(World):
                 {tree_roots_by_uuid[group.in_tree] for group in groups
                  if group.resources and group.in_tree is not None})
 
+    def anchor_ids(self) -> tuple[int, ...]:
+        return self._anchor_ids
+
     def anchors(self, randomize: bool = False) -> Iterator[int]:
         # An anchor gives from none to dozens of results (a tree served by
         # many sharing providers): batches start at an eighth of the limit
@@ -327,7 +347,7 @@ class _SnapshotWorld(World):
                      .difference(self._loaded))
         self._loaded.update(new)
         # all at once is cheaper than naming the providers of every tree
-        used = _usages(self._connection, None if every else new, sorted(self._class_names))
+        used = read_usages(self._connection, None if every else new, sorted(self._class_names))
         self._used.update(used)
         self._using.update(provider_id for provider_id, _ in used)
 
@@ -410,14 +430,22 @@ class _SnapshotWorld(World):
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
                       ) -> Provider:
-        inventories = {}
-        for class_id, inventory_usage in cached.inventories.items():
-            class_name = self._class_names.get(class_id)
-            if class_name is not None:
-                inventories[class_name] = _with_usage(
-                    inventory_usage, used.get((cached.id, class_id), 0))
-        return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
-                        cached.traits, cached.aggregates)
+        return search_record(cached, self._class_names, used)
+
+
+def search_record(cached: CachedProvider, class_names: dict[int, str],
+                  used: dict[tuple[int, int], int]) -> Provider:
+    """The search record of a cached provider: its inventories of the
+    classes ``class_names`` (id -> name) with the amounts ``used``
+    ((provider id, class id) -> amount; absent: none)."""
+    inventories = {}
+    for class_id, inventory_usage in cached.inventories.items():
+        class_name = class_names.get(class_id)
+        if class_name is not None:
+            inventories[class_name] = _with_usage(
+                inventory_usage, used.get((cached.id, class_id), 0))
+    return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
+                    cached.traits, cached.aggregates)
 
 
 # Provider summaries --------------------------------------------------------
@@ -432,7 +460,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
-    used = _usages(connection, wanted, None)
+    used = read_usages(connection, wanted, None)
     summaries = []
     missing = []  # (index, record, usages) of the summaries to make
     key = ("summary", None if only_classes is None else frozenset(only_classes))

@@ -1,0 +1,450 @@
+"""Explaining allocation candidates: why a request gets the candidates it gets.
+
+``explain`` takes the request of ``allocation_candidate.find`` and answers,
+for each request group, the funnel of its constraints in the order they
+apply, with how many providers (and trees) entered and left each; then the
+steps that act on whole trees, each with how many trees entered and left;
+and the number of allocation requests. The groups' funnels are counted on
+the same provider snapshot and usages as the search, with the same
+predicates (``InventoryUsage.misfit`` beside ``fits``, the filters'
+``satisfied_by``); the tree steps run the search's own group candidates and
+combination (``candidate_search``) at every tree; and the final count is the
+length of the search's own results, without a limit. It never writes.
+
+For named providers it also tells the first constraint that rules each out,
+with the numbers.
+
+The unsuffixed group in a database with nested or sharing providers may
+take each class from a different provider of a tree (it *spreads*): its
+class steps then count, each from the providers entering the resource
+steps, the providers able to give that class, the providers leaving the
+resource steps are those able to give one of the classes, and its required
+(and any-of) traits count a provider when the providers of its tree left
+so far have them together. Whether a tree can put a spread group together
+is the tree step of that group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+
+import sqlalchemy as sa
+
+from placement.objects import allocation_candidate, candidate_search
+from placement.objects.candidate_search import (
+    ISOLATE,
+    GroupCandidate,
+    Provider,
+    RequestGroup,
+    SearchOptions,
+    World,
+)
+from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.objects.provider_cache import Snapshot
+
+# What rules a provider out, or None: (reason, detail) (the reason names
+# the constraint or, for capacity steps, which part of it).
+Verdict = tuple[str, str] | None
+Check = Callable[[Provider], Verdict]
+
+CAPACITY_REASONS = ("capacity", "max_unit", "min_unit", "step_size")
+
+
+@dataclasses.dataclass
+class Count:
+    providers: int
+    trees: int
+
+
+@dataclasses.dataclass
+class GroupStep:
+    constraint: str  # inventory, capacity, required_traits, any_of_traits, ...
+    description: str
+    entered: Count
+    left: Count
+    # capacity steps: reason -> providers it ruled out
+    ruled_out: dict[str, int] | None = None
+
+
+@dataclasses.dataclass
+class GroupFunnel:
+    suffix: str
+    spread: bool
+    steps: list[GroupStep]
+
+
+@dataclasses.dataclass
+class TreeStep:
+    constraint: str  # reachable, root_required, group, resources_together, ...
+    description: str
+    entered: int
+    left: int
+    # group steps: trees left only thanks to sharing providers
+    only_through_sharing: int | None = None
+
+
+@dataclasses.dataclass
+class RuledOut:
+    constraint: str
+    detail: str
+    suffix: str | None = None  # the group, for group constraints
+
+
+@dataclasses.dataclass
+class ProviderExplanation:
+    uuid: str
+    found: bool
+    root_provider_uuid: str | None = None
+    # the first constraint ruling it (or its tree) out; None: none did
+    ruled_out: RuledOut | None = None
+    # suffix -> the group constraint ruling it out of that group (None: none)
+    groups: dict[str, RuledOut | None] = dataclasses.field(default_factory=dict)
+    # allocation requests it gives resources to or is mapped in
+    allocation_requests: int = 0
+
+
+@dataclasses.dataclass
+class Explanation:
+    groups: list[GroupFunnel]
+    trees: list[TreeStep]
+    allocation_requests: int
+    providers: list[ProviderExplanation]
+
+
+def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
+            options: SearchOptions, provider_uuids: Iterable[str] = ()) -> Explanation:
+    """The explanation of the allocation candidates of ``groups`` (the
+    ``limit`` of ``options`` is ignored: the count is of every candidate).
+    Unknown classes or traits raise InvalidInput, as for the candidates."""
+    options = dataclasses.replace(options, limit=None, randomize=False)
+    snapshot, world, class_ids = allocation_candidate.prepare(connection, groups, options)
+    # First the search itself: it loads the world's trees and usages.
+    results = candidate_search.search(world, groups, options)
+    records = _records(connection, snapshot, class_ids)
+    funnels, group_verdicts = [], []
+    for group in groups:
+        funnel, verdicts = _group_funnel(world, records, group)
+        funnels.append(funnel)
+        group_verdicts.append(verdicts)
+    tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options)
+    providers = [_provider_explanation(uuid, snapshot, groups, group_verdicts, tree_verdicts,
+                                       results)
+                 for uuid in dict.fromkeys(provider_uuids)]
+    return Explanation(funnels, tree_steps, len(results), providers)
+
+
+def _records(connection: sa.engine.Connection, snapshot: Snapshot,
+             class_ids: dict[str, int]) -> dict[int, Provider]:
+    """The search record of every provider, with the usages of the
+    requested classes (one query)."""
+    used = allocation_candidate.read_usages(connection, None, sorted(class_ids.values()))
+    class_names = {class_id: name for name, class_id in class_ids.items()}
+    return {provider_id: allocation_candidate.search_record(cached, class_names, used)
+            for provider_id, cached in snapshot.providers.items()}
+
+
+# Group funnels ---------------------------------------------------------------
+
+def _trees(pool: Iterable[Provider]) -> int:
+    return len({provider.root_id for provider in pool})
+
+
+def _count(pool: list[Provider]) -> Count:
+    return Count(len(pool), _trees(pool))
+
+
+def _names(names: Iterable[str], separator: str = ", ") -> str:
+    return separator.join(sorted(names))
+
+
+def _inventory_check(class_name: str) -> Check:
+    def check(provider: Provider) -> Verdict:
+        if class_name in provider.inventories:
+            return None
+        return "inventory", f"no {class_name} inventory"
+    return check
+
+
+def _capacity_check(class_name: str, amount: int) -> Check:
+    def check(provider: Provider) -> Verdict:
+        inventory = provider.inventories[class_name]
+        reason = inventory.misfit(amount)
+        if reason is None:
+            return None
+        if reason == "capacity":
+            free = max(0, inventory.capacity - inventory.used)
+            return reason, (f"{class_name}: requested {amount}, free {free} of capacity "
+                            f"{inventory.capacity} (used {inventory.used})")
+        limit = getattr(inventory, reason)
+        return reason, f"{class_name}: requested {amount}, {reason} {limit}"
+    return check
+
+
+def _resource_steps(group: RequestGroup) -> list[tuple[str, str, Check]]:
+    steps = []
+    for class_name, amount in group.resources.items():
+        steps.append(("inventory", class_name, _inventory_check(class_name)))
+        steps.append(("capacity", f"{class_name}: {amount}", _capacity_check(class_name, amount)))
+    return steps
+
+
+def _filter_steps(world: World, group: RequestGroup, spread: bool,
+                  tree_traits: dict[int, frozenset[str]]) -> list[tuple[str, str, Check]]:
+    """The trait, aggregate and in_tree steps of ``group``, those it has.
+    ``tree_traits``: root id -> the traits of the providers of its tree able
+    to give resources (a spread group's required traits may come from any
+    of them)."""
+    traits, aggregates = group.traits, group.aggregates
+    steps: list[tuple[str, str, Check]] = []
+
+    def root_of(provider: Provider) -> Provider:
+        return world.providers[provider.root_id]
+
+    def required(any_ofs: list[set[str]], constraint: str) -> Check:
+        wanted = TraitFilter(required=any_ofs)
+
+        def check(provider: Provider) -> Verdict:
+            offered = provider.traits
+            if spread and provider.id not in world.sharing:
+                offered = tree_traits.get(provider.root_id, offered)
+            if wanted.satisfied_by(offered):
+                return None
+            return constraint, "lacks " + "; ".join(
+                f"one of {_names(any_of)}" if len(any_of) > 1 else _names(any_of)
+                for any_of in any_ofs if any_of.isdisjoint(offered))
+        return check
+
+    def forbidden_traits(provider: Provider) -> Verdict:
+        present = traits.forbidden & provider.traits
+        return None if not present else ("forbidden_traits", f"has {_names(present)}")
+
+    member_of = AggregateFilter(required=aggregates.required)
+
+    def in_aggregates(provider: Provider) -> Verdict:
+        if member_of.satisfied_by(provider.aggregates) or (
+                spread and member_of.satisfied_by(root_of(provider).aggregates)):
+            return None
+        return "member_of", "in none of " + "; ".join(
+            _names(any_of) for any_of in aggregates.required
+            if any_of.isdisjoint(provider.aggregates))
+
+    def not_in_aggregates(provider: Provider) -> Verdict:
+        present = aggregates.forbidden & provider.aggregates
+        if spread and not present:
+            present = aggregates.forbidden & root_of(provider).aggregates
+        return None if not present else (
+            "member_of_forbidden", f"in the forbidden aggregates {_names(present)}")
+
+    tree_root = world.tree_roots_by_uuid.get(group.in_tree or "")
+
+    def in_tree(provider: Provider) -> Verdict:
+        return None if provider.root_id == tree_root else (
+            "in_tree", "in another tree" if tree_root is not None
+            else "no provider has that uuid")
+
+    plain = [any_of for any_of in traits.required if len(any_of) == 1]
+    if plain:
+        steps.append(("required_traits", _names(set().union(*plain), ","),
+                      required(plain, "required_traits")))
+    if traits.forbidden:
+        steps.append(("forbidden_traits", ",".join(f"!{name}" for name in sorted(traits.forbidden)),
+                      forbidden_traits))
+    any_of = [any_of for any_of in traits.required if len(any_of) > 1]
+    if any_of:
+        steps.append(("any_of_traits", "&".join(f"in:{_names(names, ',')}" for names in any_of),
+                      required(any_of, "any_of_traits")))
+    if aggregates.required:
+        steps.append(("member_of", "&".join(f"in:{_names(any_of, ',')}"
+                                             for any_of in aggregates.required), in_aggregates))
+    if aggregates.forbidden:
+        steps.append(("member_of_forbidden", "!in:" + _names(aggregates.forbidden, ","),
+                      not_in_aggregates))
+    # in_tree does not choose the providers of a resourceless group
+    if group.in_tree is not None and group.resources:
+        steps.append(("in_tree", group.in_tree, in_tree))
+    return steps
+
+
+class _Funnel:
+    """The steps of one group's funnel as they are applied, and the first
+    verdict against each provider."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+        self.steps: list[GroupStep] = []
+        self.ruled_out: dict[int, RuledOut] = {}
+
+    def apply(self, constraint: str, description: str, check: Check,
+              entering: list[Provider]
+              ) -> tuple[list[Provider], dict[int, tuple[str, str]]]:
+        """The providers passing ``check``, and the verdict against each other one."""
+        left, failed, reasons = [], {}, {}
+        for provider in entering:
+            verdict = check(provider)
+            if verdict is None:
+                left.append(provider)
+                continue
+            failed[provider.id] = verdict
+            reasons[verdict[0]] = reasons.get(verdict[0], 0) + 1
+        self.steps.append(GroupStep(constraint, description, _count(entering), _count(left),
+                                    reasons if constraint == "capacity" else None))
+        return left, failed
+
+    def rule_out(self, failed: dict[int, tuple[str, str]]) -> None:
+        for provider_id, (constraint, detail) in failed.items():
+            self.ruled_out.setdefault(provider_id, RuledOut(constraint, detail, self.suffix))
+
+
+def _group_funnel(world: World, records: dict[int, Provider], group: RequestGroup
+                  ) -> tuple[GroupFunnel, dict[int, RuledOut]]:
+    """The funnel of ``group`` over every provider, and provider id -> the
+    first constraint ruling it out of the group."""
+    spread = bool(group.resources) and not group.granular and world.spread_unsuffixed
+    funnel = _Funnel(group.suffix)
+    pool = [records[provider_id] for provider_id in sorted(records)]
+    resource_steps = _resource_steps(group)
+    if spread:
+        # each class from the providers entering the resource steps; out of
+        # the group only the providers able to give none of them
+        able: set[int] = set()
+        details: dict[int, list[str]] = {}
+        for inventory_step, capacity_step in zip(resource_steps[::2], resource_steps[1::2],
+                                                 strict=True):
+            class_pool = pool
+            for constraint, description, check in (inventory_step, capacity_step):
+                class_pool, failed = funnel.apply(constraint, description, check, class_pool)
+                for provider_id, (_, detail) in failed.items():
+                    details.setdefault(provider_id, []).append(detail)
+            able.update(provider.id for provider in class_pool)
+        funnel.rule_out({provider.id: ("resources", "; ".join(details[provider.id]))
+                         for provider in pool if provider.id not in able})
+        pool = [provider for provider in pool if provider.id in able]
+    else:
+        for constraint, description, check in resource_steps:
+            pool, failed = funnel.apply(constraint, description, check, pool)
+            funnel.rule_out(failed)
+    tree_traits: dict[int, frozenset[str]] = {}
+    if spread:
+        for provider in pool:
+            tree_traits[provider.root_id] = tree_traits.get(
+                provider.root_id, frozenset()) | provider.traits
+    for constraint, description, check in _filter_steps(world, group, spread, tree_traits):
+        pool, failed = funnel.apply(constraint, description, check, pool)
+        funnel.rule_out(failed)
+    return GroupFunnel(group.suffix, spread, funnel.steps), funnel.ruled_out
+
+
+# Tree steps ------------------------------------------------------------------
+
+def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
+                options: SearchOptions) -> tuple[list[TreeStep], dict[int, RuledOut]]:
+    """The steps acting on whole trees, in the order the search applies
+    them, and root id -> the first one ruling the tree out."""
+    steps: list[TreeStep] = []
+    ruled_out: dict[int, RuledOut] = {}
+    anchors = sorted(world.anchor_ids())
+    reachable = set(anchors)
+    for root_id in snapshot.trees:
+        if root_id not in reachable:
+            ruled_out[root_id] = RuledOut(
+                "reachable", "no inventory of a requested class in the tree or a sharing "
+                             "provider serving it, or outside member_of / in_tree")
+    steps.append(TreeStep(
+        "reachable", "trees with an inventory of a requested class (or a sharing provider "
+                     "serving them), within member_of and in_tree", len(snapshot.trees),
+        len(anchors)))
+
+    def narrow(constraint: str, description: str, keep: Callable[[int], str | None],
+               **extra: int) -> None:
+        nonlocal anchors
+        left = []
+        for anchor in anchors:
+            detail = keep(anchor)
+            if detail is None:
+                left.append(anchor)
+            else:
+                ruled_out[anchor] = RuledOut(constraint, detail)
+        steps.append(TreeStep(constraint, description, len(anchors), len(left), **extra))
+        anchors = left
+
+    if options.root_traits:
+        narrow("root_required", _root_description(options),
+               lambda anchor: None if options.root_traits.satisfied_by(
+                   world.providers[anchor].traits) else "the root lacks the root_required traits")
+
+    per_anchor: dict[int, list[list[GroupCandidate]]] = {anchor: [] for anchor in anchors}
+    for group in groups:
+        found = {anchor: candidate_search.group_candidates(world, group, anchor)
+                 for anchor in anchors}
+        through_sharing = sum(
+            1 for anchor in anchors if found[anchor] and all(
+                any(world.providers[p].root_id != anchor for p in candidate.providers)
+                for candidate in found[anchor]))
+        narrow("group", _group_description(group),
+               lambda anchor, group=group, found=found: None if found[anchor] else (
+                   f"group {group.suffix or '(unsuffixed)'} has no provider in the tree "
+                   "or a sharing provider serving it"),
+               only_through_sharing=through_sharing)
+        for anchor in anchors:
+            per_anchor[anchor].append(found[anchor])
+
+    def combining(constraint: str, description: str, step_options: SearchOptions) -> None:
+        def keep(anchor: int) -> str | None:
+            results = candidate_search.combined_results(world, groups, step_options,
+                                                        per_anchor[anchor])
+            return None if next(results, None) is not None else (
+                f"no combination of the groups' candidates obeys {description}")
+        narrow(constraint, description, keep)
+
+    relaxed = dataclasses.replace(options, group_policy=None, same_subtree=[],
+                                  nested_aware=True)
+    if len(groups) > 1:
+        combining("resources_together", "the groups' amounts fitting together", relaxed)
+    if not options.nested_aware and world.has_nesting:
+        relaxed = dataclasses.replace(relaxed, nested_aware=False)
+        combining("one_provider_per_tree", "one provider per tree (before 1.29)", relaxed)
+    if options.group_policy == ISOLATE:
+        relaxed = dataclasses.replace(relaxed, group_policy=ISOLATE)
+        combining("group_policy", "group_policy=isolate", relaxed)
+    if options.same_subtree:
+        combining("same_subtree", "same_subtree=" + "&same_subtree=".join(
+            ",".join(suffixes) for suffixes in options.same_subtree), options)
+    return steps, ruled_out
+
+
+def _root_description(options: SearchOptions) -> str:
+    traits = options.root_traits
+    return ",".join([*(("in:" if len(any_of) > 1 else "") + ",".join(sorted(any_of))
+                       for any_of in traits.required),
+                     *(f"!{name}" for name in sorted(traits.forbidden))])
+
+
+def _group_description(group: RequestGroup) -> str:
+    name = f"resources{group.suffix}" if group.resources else f"group {group.suffix}"
+    what = ",".join(f"{class_name}:{amount}" for class_name, amount in group.resources.items())
+    return f"{name}={what}" if what else name
+
+
+# Named providers ---------------------------------------------------------------
+
+def _provider_explanation(uuid: str, snapshot: Snapshot, groups: list[RequestGroup],
+                          group_verdicts: list[dict[int, RuledOut]],
+                          tree_verdicts: dict[int, RuledOut],
+                          results: list[candidate_search.Result]) -> ProviderExplanation:
+    provider_id = snapshot.ids_by_uuid.get(uuid)
+    if provider_id is None:
+        return ProviderExplanation(uuid, found=False)
+    provider = snapshot.providers[provider_id]
+    in_groups = {group.suffix: verdicts.get(provider_id)
+                 for group, verdicts in zip(groups, group_verdicts, strict=True)}
+    # Ruled out of the request when no group can use it, or its tree is out.
+    ruled_out = None
+    if all(verdict is not None for verdict in in_groups.values()):
+        ruled_out = next(iter(in_groups.values()))
+    if ruled_out is None:
+        ruled_out = tree_verdicts.get(provider.root_id)
+    used_in = sum(1 for result in results
+                  if any(provider_id in providers for providers in result.mappings.values()))
+    return ProviderExplanation(uuid, True, snapshot.providers[provider.root_id].uuid, ruled_out,
+                               in_groups, used_in)
