@@ -35,7 +35,7 @@ from placement.objects.inventory import InventoryUsage
 from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
 __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
-           "SearchOptions", "find", "prepare", "read_usages", "search_record"]
+           "SearchOptions", "SnapshotWorld", "find", "prepare"]
 
 _inv = tables.inventories
 
@@ -79,7 +79,7 @@ class Prepared(NamedTuple):
     """What a search of the provider snapshot for one request starts from."""
 
     snapshot: Snapshot
-    world: World
+    world: SnapshotWorld
     # requested class name -> id
     class_ids: dict[str, int]
 
@@ -103,7 +103,7 @@ def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
     snapshot = provider_cache.snapshot(connection)
-    world = _SnapshotWorld(connection, snapshot, groups, options, class_ids)
+    world = SnapshotWorld(connection, snapshot, groups, options, class_ids)
     return Prepared(snapshot, world, class_ids)
 
 
@@ -161,7 +161,7 @@ def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
 _USAGES = db_api.SizedStatement(_usage_statement)
 
 
-def read_usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
+def _usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
             class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
@@ -179,7 +179,7 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
     return dataclasses.replace(inventory_usage, used=used) if used else inventory_usage
 
 
-# The fewest anchors a batch loads (see _SnapshotWorld.anchors).
+# The fewest anchors a batch loads (see SnapshotWorld.anchors).
 _SMALLEST_BATCH = 8
 
 # What is kept with a cached provider (its search records, one per set of
@@ -221,22 +221,33 @@ class _Lazy(dict):
         return value
 
 
-class _KeptResults:
-    """The results found at a root, as far as a search took them, and the
-    members they were found with (their records and usages)."""
+class _KeptAt:
+    """Something found at a root and the members it was found with (their
+    records and usages): it holds while they are the same."""
 
-    __slots__ = ("members", "usages", "results", "complete")
+    __slots__ = ("members", "usages", "value")
 
-    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
+    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple,
+                 value: object = None):
         self.members = members
         # (provider, class, used) of the members with usages
         self.usages = usages
-        self.results: list[Result] = []  # in the order the search gives them
-        self.complete = False  # all of them, or only the first ones
+        self.value = value
 
     def valid_for(self, members: tuple[CachedProvider, ...], usages: tuple) -> bool:
         return (usages == self.usages and len(members) == len(self.members)
                 and all(now is then for now, then in zip(members, self.members, strict=True)))
+
+
+class _KeptResults(_KeptAt):
+    """The results found at a root, as far as a search took them."""
+
+    __slots__ = ("results", "complete")
+
+    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
+        super().__init__(members, usages)
+        self.results: list[Result] = []  # in the order the search gives them
+        self.complete = False  # all of them, or only the first ones
 
 
 def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
@@ -257,7 +268,7 @@ def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
         yield from itertools.islice(search_again(), taken, None)
 
 
-class _SnapshotWorld(World):
+class SnapshotWorld(World):
     """The part of the provider snapshot the search needs, as ``Provider``
     records with this request's usages, made as the search goes: the trees
     of the anchors (roots) in batches of growing size, each batch just
@@ -305,6 +316,7 @@ class _SnapshotWorld(World):
         self._used: dict[tuple[int, int], int] = {}
         self._using: set[int] = set()  # the providers of those
         self._loaded: set[int] = set()  # the providers whose usages were read
+        self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
@@ -347,9 +359,21 @@ class _SnapshotWorld(World):
                      .difference(self._loaded))
         self._loaded.update(new)
         # all at once is cheaper than naming the providers of every tree
-        used = read_usages(self._connection, None if every else new, sorted(self._class_names))
+        self._read_usages(None if every else new)
+
+    def _read_usages(self, provider_ids: list[int] | None) -> None:
+        """Read the usages of ``provider_ids`` (None: of every provider)."""
+        used = _usages(self._connection, provider_ids, sorted(self._class_names))
         self._used.update(used)
         self._using.update(provider_id for provider_id, _ in used)
+        self._every_usage_read = self._every_usage_read or provider_ids is None
+
+    def record(self, provider_id: int) -> Provider:
+        """The search record of any provider of the snapshot, in a searched
+        tree or not, with its usages (for explaining why it is no candidate)."""
+        if not self._every_usage_read:
+            self._read_usages(None)
+        return self.providers[provider_id]
 
     def _members_of(self, root_id: int) -> tuple[int, ...]:
         """The providers of the tree of ``root_id`` the search may use, and
@@ -404,6 +428,16 @@ class _SnapshotWorld(World):
             return _from_kept(kept, search_and_keep)
         return search_and_keep()
 
+    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
+        members, usages = self._member_state(anchor)
+        store, key = self._snapshot.kept, (anchor, kind, self._results_key)
+        kept = store.get(key)
+        if kept is not None and kept.valid_for(members, usages):
+            return kept.value
+        value = make(anchor)
+        store.put(key, _KeptAt(members, usages, value), 1)
+        return value
+
     def _useful(self, provider_id: int) -> bool:
         """Can the provider be a member of a tree searched: does it have a
         requested class (any provider, when whole trees are searched)?"""
@@ -430,22 +464,14 @@ class _SnapshotWorld(World):
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
                       ) -> Provider:
-        return search_record(cached, self._class_names, used)
-
-
-def search_record(cached: CachedProvider, class_names: dict[int, str],
-                  used: dict[tuple[int, int], int]) -> Provider:
-    """The search record of a cached provider: its inventories of the
-    classes ``class_names`` (id -> name) with the amounts ``used``
-    ((provider id, class id) -> amount; absent: none)."""
-    inventories = {}
-    for class_id, inventory_usage in cached.inventories.items():
-        class_name = class_names.get(class_id)
-        if class_name is not None:
-            inventories[class_name] = _with_usage(
-                inventory_usage, used.get((cached.id, class_id), 0))
-    return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
-                    cached.traits, cached.aggregates)
+        inventories = {}
+        for class_id, inventory_usage in cached.inventories.items():
+            class_name = self._class_names.get(class_id)
+            if class_name is not None:
+                inventories[class_name] = _with_usage(
+                    inventory_usage, used.get((cached.id, class_id), 0))
+        return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
+                        cached.traits, cached.aggregates)
 
 
 # Provider summaries --------------------------------------------------------
@@ -460,7 +486,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
-    used = read_usages(connection, wanted, None)
+    used = _usages(connection, wanted, None)
     summaries = []
     missing = []  # (index, record, usages) of the summaries to make
     key = ("summary", None if only_classes is None else frozenset(only_classes))

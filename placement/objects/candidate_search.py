@@ -66,6 +66,12 @@ class World:
         keep them between searches instead."""
         return search_anchor(anchor)
 
+    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
+        """What ``make`` finds at ``anchor`` from its members and the
+        request alone (``kind`` names what it finds). A world that keeps
+        an anchor's results keeps this the same way."""
+        return make(anchor)
+
     def anchor_ids(self) -> Collection[int]:
         """The roots the search may anchor candidates at (their trees loaded
         once ``anchors`` gave them)."""

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
 from placement.objects import allocation_candidate, candidate_search
 from placement.objects.candidate_search import (
     ISOLATE,
-    GroupCandidate,
     Provider,
     RequestGroup,
     SearchOptions,
@@ -118,30 +118,37 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     ``limit`` of ``options`` is ignored: the count is of every candidate).
     Unknown classes or traits raise InvalidInput, as for the candidates."""
     options = dataclasses.replace(options, limit=None, randomize=False)
-    snapshot, world, class_ids = allocation_candidate.prepare(connection, groups, options)
+    snapshot, world, _ = allocation_candidate.prepare(connection, groups, options)
     # First the search itself: it loads the world's trees and usages.
     results = candidate_search.search(world, groups, options)
-    records = _records(connection, snapshot, class_ids)
+    records = _records(snapshot, world)
     funnels, group_verdicts = [], []
+    # groups asking the same (resources1 and resources2 of one flavor)
+    # have the same funnel: the first such group's is reused
+    made: list[tuple[RequestGroup, GroupFunnel, dict[int, RuledOut]]] = []
     for group in groups:
-        funnel, verdicts = _group_funnel(world, records, group)
+        unsuffixed = dataclasses.replace(group, suffix="")
+        alike = next(((funnel, verdicts) for other, funnel, verdicts in made
+                      if other.granular == group.granular
+                      and dataclasses.replace(other, suffix="") == unsuffixed), None)
+        if alike is None:
+            funnel, verdicts = _group_funnel(world, records, group)
+            made.append((group, funnel, verdicts))
+        else:
+            funnel, verdicts = dataclasses.replace(alike[0], suffix=group.suffix), alike[1]
         funnels.append(funnel)
         group_verdicts.append(verdicts)
-    tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options)
+    tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options, results)
     providers = [_provider_explanation(uuid, snapshot, groups, group_verdicts, tree_verdicts,
                                        results)
                  for uuid in dict.fromkeys(provider_uuids)]
     return Explanation(funnels, tree_steps, len(results), providers)
 
 
-def _records(connection: sa.engine.Connection, snapshot: Snapshot,
-             class_ids: dict[str, int]) -> dict[int, Provider]:
-    """The search record of every provider, with the usages of the
-    requested classes (one query)."""
-    used = allocation_candidate.read_usages(connection, None, sorted(class_ids.values()))
-    class_names = {class_id: name for name, class_id in class_ids.items()}
-    return {provider_id: allocation_candidate.search_record(cached, class_names, used)
-            for provider_id, cached in snapshot.providers.items()}
+def _records(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld
+             ) -> dict[int, Provider]:
+    """The search record of every provider, with its usages."""
+    return {provider_id: world.record(provider_id) for provider_id in snapshot.providers}
 
 
 # Group funnels ---------------------------------------------------------------
@@ -270,8 +277,7 @@ class _Funnel:
     """The steps of one group's funnel as they are applied, and the first
     verdict against each provider."""
 
-    def __init__(self, suffix: str) -> None:
-        self.suffix = suffix
+    def __init__(self) -> None:
         self.steps: list[GroupStep] = []
         self.ruled_out: dict[int, RuledOut] = {}
 
@@ -293,7 +299,7 @@ class _Funnel:
 
     def rule_out(self, failed: dict[int, tuple[str, str]]) -> None:
         for provider_id, (constraint, detail) in failed.items():
-            self.ruled_out.setdefault(provider_id, RuledOut(constraint, detail, self.suffix))
+            self.ruled_out.setdefault(provider_id, RuledOut(constraint, detail))
 
 
 def _group_funnel(world: World, records: dict[int, Provider], group: RequestGroup
@@ -301,7 +307,7 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
     """The funnel of ``group`` over every provider, and provider id -> the
     first constraint ruling it out of the group."""
     spread = bool(group.resources) and not group.granular and world.spread_unsuffixed
-    funnel = _Funnel(group.suffix)
+    funnel = _Funnel()
     pool = [records[provider_id] for provider_id in sorted(records)]
     resource_steps = _resource_steps(group)
     if spread:
@@ -337,79 +343,131 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
 
 # Tree steps ------------------------------------------------------------------
 
-def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
-                options: SearchOptions) -> tuple[list[TreeStep], dict[int, RuledOut]]:
+def _results_by_anchor(world: World, results: list[candidate_search.Result]
+                       ) -> dict[int, list[candidate_search.Result]]:
+    """The results of each tree, those made with a provider of that tree
+    (a result of sharing providers only could come from any tree they serve)."""
+    by_anchor: dict[int, list[candidate_search.Result]] = {}
+    for result in results:
+        roots = {world.providers[provider_id].root_id
+                 for providers in result.mappings.values() for provider_id in providers
+                 if provider_id not in world.sharing}
+        if len(roots) == 1:
+            by_anchor.setdefault(roots.pop(), []).append(result)
+    return by_anchor
+
+
+class _TreeVerdict(NamedTuple):
+    """What the tree steps make of one tree: the index of the first step
+    ruling it out (None: none does) with the detail, and for each group
+    whether it takes a provider from outside the tree in every way found."""
+
+    failed_step: int | None
+    detail: str
+    through_sharing: tuple[bool, ...]
+
+
+class _TreeSteps:
     """The steps acting on whole trees, in the order the search applies
-    them, and root id -> the first one ruling the tree out."""
-    steps: list[TreeStep] = []
-    ruled_out: dict[int, RuledOut] = {}
+    them, each looked into one tree at a time with the search's own group
+    candidates and combination."""
+
+    def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions):
+        self.world, self.groups, self.options = world, groups, options
+        # (constraint, description, the options the combination obeys,
+        # or None for the steps that are no combination)
+        steps: list[tuple[str, str, SearchOptions | None]] = []
+        if options.root_traits:
+            steps.append(("root_required", _root_description(options), None))
+        steps += [("group", _group_description(group), None) for group in groups]
+        relaxed = dataclasses.replace(options, group_policy=None, same_subtree=[],
+                                      nested_aware=True)
+        if len(groups) > 1:
+            steps.append(("resources_together", "the groups' amounts fitting together",
+                          relaxed))
+        if not options.nested_aware and world.has_nesting:
+            relaxed = dataclasses.replace(relaxed, nested_aware=False)
+            steps.append(("one_provider_per_tree", "one provider per tree (before 1.29)",
+                          relaxed))
+        if options.group_policy == ISOLATE:
+            relaxed = dataclasses.replace(relaxed, group_policy=ISOLATE)
+            steps.append(("group_policy", "group_policy=isolate", relaxed))
+        if options.same_subtree:
+            steps.append(("same_subtree", "same_subtree=" + "&same_subtree=".join(
+                ",".join(suffixes) for suffixes in options.same_subtree), options))
+        self.steps = steps
+
+    def _outside(self, anchor: int, providers: frozenset[int]) -> bool:
+        return any(self.world.providers[p].root_id != anchor for p in providers)
+
+    def of_results(self, anchor: int, results: list[candidate_search.Result]) -> _TreeVerdict:
+        """The verdict of a tree with results: it passes every step."""
+        return _TreeVerdict(None, "", tuple(
+            all(self._outside(anchor, result.mappings[group.suffix]) for result in results)
+            for group in self.groups))
+
+    def diagnose(self, anchor: int) -> _TreeVerdict:
+        """The verdict of a tree without results."""
+        world, groups = self.world, self.groups
+        index = 0
+        if self.options.root_traits:
+            if not self.options.root_traits.satisfied_by(world.providers[anchor].traits):
+                return _TreeVerdict(0, "the root lacks the root_required traits", ())
+            index = 1
+        per_group, through_sharing = [], []
+        for group in groups:
+            candidates = candidate_search.group_candidates(world, group, anchor)
+            if not candidates:
+                return _TreeVerdict(index, f"group {group.suffix or '(unsuffixed)'} has no "
+                                           "provider in the tree or a sharing provider "
+                                           "serving it", tuple(through_sharing))
+            per_group.append(candidates)
+            through_sharing.append(all(self._outside(anchor, candidate.providers)
+                                       for candidate in candidates))
+            index += 1
+        for _, description, step_options in self.steps[index:]:
+            combined = candidate_search.combined_results(world, groups, step_options, per_group)
+            if next(combined, None) is None:
+                return _TreeVerdict(index, "no combination of the groups' candidates obeys "
+                                           + description, tuple(through_sharing))
+            index += 1
+        return _TreeVerdict(None, "", tuple(through_sharing))
+
+
+def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
+                options: SearchOptions, results: list[candidate_search.Result]
+                ) -> tuple[list[TreeStep], dict[int, RuledOut]]:
+    """The tree steps with the trees entering and leaving each, and root
+    id -> the first one ruling the tree out. A tree with results passes
+    every step; what the others make of them is kept like the search's
+    results (see ``World.anchor_value``)."""
+    with_results = _results_by_anchor(world, results)
+    tree_steps = _TreeSteps(world, groups, options)
     anchors = sorted(world.anchor_ids())
-    reachable = set(anchors)
-    for root_id in snapshot.trees:
-        if root_id not in reachable:
-            ruled_out[root_id] = RuledOut(
-                "reachable", "no inventory of a requested class in the tree or a sharing "
-                             "provider serving it, or outside member_of / in_tree")
-    steps.append(TreeStep(
-        "reachable", "trees with an inventory of a requested class (or a sharing provider "
-                     "serving them), within member_of and in_tree", len(snapshot.trees),
-        len(anchors)))
-
-    def narrow(constraint: str, description: str, keep: Callable[[int], str | None],
-               **extra: int) -> None:
-        nonlocal anchors
-        left = []
-        for anchor in anchors:
-            detail = keep(anchor)
-            if detail is None:
-                left.append(anchor)
-            else:
-                ruled_out[anchor] = RuledOut(constraint, detail)
-        steps.append(TreeStep(constraint, description, len(anchors), len(left), **extra))
-        anchors = left
-
-    if options.root_traits:
-        narrow("root_required", _root_description(options),
-               lambda anchor: None if options.root_traits.satisfied_by(
-                   world.providers[anchor].traits) else "the root lacks the root_required traits")
-
-    per_anchor: dict[int, list[list[GroupCandidate]]] = {anchor: [] for anchor in anchors}
-    for group in groups:
-        found = {anchor: candidate_search.group_candidates(world, group, anchor)
-                 for anchor in anchors}
-        through_sharing = sum(
-            1 for anchor in anchors if found[anchor] and all(
-                any(world.providers[p].root_id != anchor for p in candidate.providers)
-                for candidate in found[anchor]))
-        narrow("group", _group_description(group),
-               lambda anchor, group=group, found=found: None if found[anchor] else (
-                   f"group {group.suffix or '(unsuffixed)'} has no provider in the tree "
-                   "or a sharing provider serving it"),
-               only_through_sharing=through_sharing)
-        for anchor in anchors:
-            per_anchor[anchor].append(found[anchor])
-
-    def combining(constraint: str, description: str, step_options: SearchOptions) -> None:
-        def keep(anchor: int) -> str | None:
-            results = candidate_search.combined_results(world, groups, step_options,
-                                                        per_anchor[anchor])
-            return None if next(results, None) is not None else (
-                f"no combination of the groups' candidates obeys {description}")
-        narrow(constraint, description, keep)
-
-    relaxed = dataclasses.replace(options, group_policy=None, same_subtree=[],
-                                  nested_aware=True)
-    if len(groups) > 1:
-        combining("resources_together", "the groups' amounts fitting together", relaxed)
-    if not options.nested_aware and world.has_nesting:
-        relaxed = dataclasses.replace(relaxed, nested_aware=False)
-        combining("one_provider_per_tree", "one provider per tree (before 1.29)", relaxed)
-    if options.group_policy == ISOLATE:
-        relaxed = dataclasses.replace(relaxed, group_policy=ISOLATE)
-        combining("group_policy", "group_policy=isolate", relaxed)
-    if options.same_subtree:
-        combining("same_subtree", "same_subtree=" + "&same_subtree=".join(
-            ",".join(suffixes) for suffixes in options.same_subtree), options)
+    verdicts = {anchor: tree_steps.of_results(anchor, with_results[anchor])
+                if anchor in with_results
+                else world.anchor_value(anchor, "explanation", tree_steps.diagnose)
+                for anchor in anchors}
+    ruled_out: dict[int, RuledOut] = {
+        root_id: RuledOut("reachable", "no inventory of a requested class in the tree or a "
+                                       "sharing provider serving it, or outside member_of "
+                                       "/ in_tree")
+        for root_id in snapshot.trees if root_id not in verdicts}
+    steps = [TreeStep("reachable", "a requested class in the tree or a sharing provider; "
+                                   "member_of, in_tree", len(snapshot.trees), len(anchors))]
+    group_index = 0
+    for index, (constraint, description, _) in enumerate(tree_steps.steps):
+        entering = [verdict for verdict in verdicts.values()
+                    if verdict.failed_step is None or verdict.failed_step >= index]
+        left = [verdict for verdict in entering if verdict.failed_step != index]
+        sharing = None
+        if constraint == "group":
+            sharing = sum(verdict.through_sharing[group_index] for verdict in left)
+            group_index += 1
+        steps.append(TreeStep(constraint, description, len(entering), len(left), sharing))
+    for anchor, verdict in verdicts.items():
+        if verdict.failed_step is not None:
+            ruled_out[anchor] = RuledOut(tree_steps.steps[verdict.failed_step][0], verdict.detail)
     return steps, ruled_out
 
 
@@ -438,6 +496,8 @@ def _provider_explanation(uuid: str, snapshot: Snapshot, groups: list[RequestGro
     provider = snapshot.providers[provider_id]
     in_groups = {group.suffix: verdicts.get(provider_id)
                  for group, verdicts in zip(groups, group_verdicts, strict=True)}
+    in_groups = {suffix: None if verdict is None else dataclasses.replace(verdict, suffix=suffix)
+                 for suffix, verdict in in_groups.items()}
     # Ruled out of the request when no group can use it, or its tree is out.
     ruled_out = None
     if all(verdict is not None for verdict in in_groups.values()):
