@@ -44,9 +44,13 @@ from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.provider_cache import Snapshot
 
 # What rules a provider out, or None: (reason, detail) (the reason names
-# the constraint or, for capacity steps, which part of it).
+# the constraint or, for capacity steps, which part of it). A check writes
+# the detail only when asked (the second argument): it is asked again for
+# the named providers only.
 Verdict = tuple[str, str] | None
-Check = Callable[[Provider], Verdict]
+Check = Callable[[Provider, bool], Verdict]
+# provider id -> the reason and the check ruling it out
+RuledOutBy = dict[int, tuple[str, Check]]
 
 CAPACITY_REASONS = ("capacity", "max_unit", "min_unit", "step_size")
 
@@ -125,7 +129,7 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     funnels, group_verdicts = [], []
     # groups asking the same (resources1 and resources2 of one flavor)
     # have the same funnel: the first such group's is reused
-    made: list[tuple[RequestGroup, GroupFunnel, dict[int, RuledOut]]] = []
+    made: list[tuple[RequestGroup, GroupFunnel, RuledOutBy]] = []
     for group in groups:
         unsuffixed = dataclasses.replace(group, suffix="")
         alike = next(((funnel, verdicts) for other, funnel, verdicts in made
@@ -139,8 +143,8 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
         funnels.append(funnel)
         group_verdicts.append(verdicts)
     tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options, results)
-    providers = [_provider_explanation(uuid, snapshot, groups, group_verdicts, tree_verdicts,
-                                       results)
+    providers = [_provider_explanation(uuid, snapshot, records, groups, group_verdicts,
+                                       tree_verdicts, results)
                  for uuid in dict.fromkeys(provider_uuids)]
     return Explanation(funnels, tree_steps, len(results), providers)
 
@@ -166,19 +170,19 @@ def _names(names: Iterable[str], separator: str = ", ") -> str:
 
 
 def _inventory_check(class_name: str) -> Check:
-    def check(provider: Provider) -> Verdict:
+    def check(provider: Provider, detailed: bool) -> Verdict:
         if class_name in provider.inventories:
             return None
-        return "inventory", f"no {class_name} inventory"
+        return "inventory", f"no {class_name} inventory" if detailed else ""
     return check
 
 
 def _capacity_check(class_name: str, amount: int) -> Check:
-    def check(provider: Provider) -> Verdict:
+    def check(provider: Provider, detailed: bool) -> Verdict:
         inventory = provider.inventories[class_name]
         reason = inventory.misfit(amount)
-        if reason is None:
-            return None
+        if reason is None or not detailed:
+            return reason and (reason, "")
         if reason == "capacity":
             free = max(0, inventory.capacity - inventory.used)
             return reason, (f"{class_name}: requested {amount}, free {free} of capacity "
@@ -211,41 +215,47 @@ def _filter_steps(world: World, group: RequestGroup, spread: bool,
     def required(any_ofs: list[set[str]], constraint: str) -> Check:
         wanted = TraitFilter(required=any_ofs)
 
-        def check(provider: Provider) -> Verdict:
+        def check(provider: Provider, detailed: bool) -> Verdict:
             offered = provider.traits
             if spread and provider.id not in world.sharing:
                 offered = tree_traits.get(provider.root_id, offered)
             if wanted.satisfied_by(offered):
                 return None
+            if not detailed:
+                return constraint, ""
             return constraint, "lacks " + "; ".join(
                 f"one of {_names(any_of)}" if len(any_of) > 1 else _names(any_of)
                 for any_of in any_ofs if any_of.isdisjoint(offered))
         return check
 
-    def forbidden_traits(provider: Provider) -> Verdict:
+    def forbidden_traits(provider: Provider, detailed: bool) -> Verdict:
         present = traits.forbidden & provider.traits
-        return None if not present else ("forbidden_traits", f"has {_names(present)}")
+        return None if not present else ("forbidden_traits",
+                                         f"has {_names(present)}" if detailed else "")
 
     member_of = AggregateFilter(required=aggregates.required)
 
-    def in_aggregates(provider: Provider) -> Verdict:
+    def in_aggregates(provider: Provider, detailed: bool) -> Verdict:
         if member_of.satisfied_by(provider.aggregates) or (
                 spread and member_of.satisfied_by(root_of(provider).aggregates)):
             return None
+        if not detailed:
+            return "member_of", ""
         return "member_of", "in none of " + "; ".join(
             _names(any_of) for any_of in aggregates.required
             if any_of.isdisjoint(provider.aggregates))
 
-    def not_in_aggregates(provider: Provider) -> Verdict:
+    def not_in_aggregates(provider: Provider, detailed: bool) -> Verdict:
         present = aggregates.forbidden & provider.aggregates
         if spread and not present:
             present = aggregates.forbidden & root_of(provider).aggregates
         return None if not present else (
-            "member_of_forbidden", f"in the forbidden aggregates {_names(present)}")
+            "member_of_forbidden",
+            f"in the forbidden aggregates {_names(present)}" if detailed else "")
 
     tree_root = world.tree_roots_by_uuid.get(group.in_tree or "")
 
-    def in_tree(provider: Provider) -> Verdict:
+    def in_tree(provider: Provider, detailed: bool) -> Verdict:
         return None if provider.root_id == tree_root else (
             "in_tree", "in another tree" if tree_root is not None
             else "no provider has that uuid")
@@ -279,31 +289,30 @@ class _Funnel:
 
     def __init__(self) -> None:
         self.steps: list[GroupStep] = []
-        self.ruled_out: dict[int, RuledOut] = {}
+        self.ruled_out: RuledOutBy = {}
 
     def apply(self, constraint: str, description: str, check: Check,
-              entering: list[Provider]
-              ) -> tuple[list[Provider], dict[int, tuple[str, str]]]:
-        """The providers passing ``check``, and the verdict against each other one."""
+              entering: list[Provider]) -> tuple[list[Provider], RuledOutBy]:
+        """The providers passing ``check``, and the reason against each other one."""
         left, failed, reasons = [], {}, {}
         for provider in entering:
-            verdict = check(provider)
+            verdict = check(provider, False)
             if verdict is None:
                 left.append(provider)
                 continue
-            failed[provider.id] = verdict
+            failed[provider.id] = (verdict[0], check)
             reasons[verdict[0]] = reasons.get(verdict[0], 0) + 1
         self.steps.append(GroupStep(constraint, description, _count(entering), _count(left),
                                     reasons if constraint == "capacity" else None))
         return left, failed
 
-    def rule_out(self, failed: dict[int, tuple[str, str]]) -> None:
-        for provider_id, (constraint, detail) in failed.items():
-            self.ruled_out.setdefault(provider_id, RuledOut(constraint, detail))
+    def rule_out(self, failed: RuledOutBy) -> None:
+        for provider_id, verdict in failed.items():
+            self.ruled_out.setdefault(provider_id, verdict)
 
 
 def _group_funnel(world: World, records: dict[int, Provider], group: RequestGroup
-                  ) -> tuple[GroupFunnel, dict[int, RuledOut]]:
+                  ) -> tuple[GroupFunnel, RuledOutBy]:
     """The funnel of ``group`` over every provider, and provider id -> the
     first constraint ruling it out of the group."""
     spread = bool(group.resources) and not group.granular and world.spread_unsuffixed
@@ -314,16 +323,24 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
         # each class from the providers entering the resource steps; out of
         # the group only the providers able to give none of them
         able: set[int] = set()
-        details: dict[int, list[str]] = {}
         for inventory_step, capacity_step in zip(resource_steps[::2], resource_steps[1::2],
                                                  strict=True):
             class_pool = pool
             for constraint, description, check in (inventory_step, capacity_step):
-                class_pool, failed = funnel.apply(constraint, description, check, class_pool)
-                for provider_id, (_, detail) in failed.items():
-                    details.setdefault(provider_id, []).append(detail)
+                class_pool, _ = funnel.apply(constraint, description, check, class_pool)
             able.update(provider.id for provider in class_pool)
-        funnel.rule_out({provider.id: ("resources", "; ".join(details[provider.id]))
+
+        def gives_no_class(provider: Provider, detailed: bool) -> Verdict:
+            details = []
+            for inventory_step, capacity_step in zip(resource_steps[::2], resource_steps[1::2],
+                                                     strict=True):
+                verdict = (inventory_step[2](provider, True)
+                           or capacity_step[2](provider, True))
+                if verdict is not None:
+                    details.append(verdict[1])
+            return "resources", "; ".join(details)
+
+        funnel.rule_out({provider.id: ("resources", gives_no_class)
                          for provider in pool if provider.id not in able})
         pool = [provider for provider in pool if provider.id in able]
     else:
@@ -486,18 +503,24 @@ def _group_description(group: RequestGroup) -> str:
 
 # Named providers ---------------------------------------------------------------
 
-def _provider_explanation(uuid: str, snapshot: Snapshot, groups: list[RequestGroup],
-                          group_verdicts: list[dict[int, RuledOut]],
+def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Provider],
+                          groups: list[RequestGroup], group_verdicts: list[RuledOutBy],
                           tree_verdicts: dict[int, RuledOut],
                           results: list[candidate_search.Result]) -> ProviderExplanation:
     provider_id = snapshot.ids_by_uuid.get(uuid)
     if provider_id is None:
         return ProviderExplanation(uuid, found=False)
     provider = snapshot.providers[provider_id]
-    in_groups = {group.suffix: verdicts.get(provider_id)
-                 for group, verdicts in zip(groups, group_verdicts, strict=True)}
-    in_groups = {suffix: None if verdict is None else dataclasses.replace(verdict, suffix=suffix)
-                 for suffix, verdict in in_groups.items()}
+    in_groups: dict[str, RuledOut | None] = {}
+    for group, verdicts in zip(groups, group_verdicts, strict=True):
+        verdict = verdicts.get(provider_id)
+        if verdict is None:
+            in_groups[group.suffix] = None
+        else:
+            reason, check = verdict
+            detailed = check(records[provider_id], True)
+            in_groups[group.suffix] = RuledOut(reason, detailed[1] if detailed else "",
+                                               group.suffix)
     # Ruled out of the request when no group can use it, or its tree is out.
     ruled_out = None
     if all(verdict is not None for verdict in in_groups.values()):
