@@ -368,11 +368,17 @@ class SnapshotWorld(World):
         self._using.update(provider_id for provider_id, _ in used)
         self._every_usage_read = self._every_usage_read or provider_ids is None
 
+    def every_usage(self) -> dict[tuple[int, int], int]:
+        """(provider id, class id) -> amount used, of the requested classes
+        of every provider, in a searched tree or not (where any is used)."""
+        if not self._every_usage_read:
+            self._read_usages(None)
+        return self._used
+
     def record(self, provider_id: int) -> Provider:
         """The search record of any provider of the snapshot, in a searched
         tree or not, with its usages (for explaining why it is no candidate)."""
-        if not self._every_usage_read:
-            self._read_usages(None)
+        self.every_usage()
         return self.providers[provider_id]
 
     def _members_of(self, root_id: int) -> tuple[int, ...]:

@@ -125,7 +125,8 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     snapshot, world, _ = allocation_candidate.prepare(connection, groups, options)
     # First the search itself: it loads the world's trees and usages.
     results = candidate_search.search(world, groups, options)
-    records = _records(snapshot, world)
+    provider_uuids = list(dict.fromkeys(provider_uuids))
+    records: dict[int, Provider] = {}
     funnels, group_verdicts = [], []
     # groups asking the same (resources1 and resources2 of one flavor)
     # have the same funnel: the first such group's is reused
@@ -135,17 +136,22 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
         alike = next(((funnel, verdicts) for other, funnel, verdicts in made
                       if other.granular == group.granular
                       and dataclasses.replace(other, suffix="") == unsuffixed), None)
-        if alike is None:
-            funnel, verdicts = _group_funnel(world, records, group)
-            made.append((group, funnel, verdicts))
-        else:
+        if alike is not None:
             funnel, verdicts = dataclasses.replace(alike[0], suffix=group.suffix), alike[1]
+        else:
+            funnel, verdicts = (None, {}) if provider_uuids else (
+                _kept_funnel(snapshot, world, group), {})
+            if funnel is None:
+                records = records or _records(snapshot, world)
+                funnel, verdicts = _group_funnel(world, records, group)
+                _keep_funnel(snapshot, world, group, funnel)
+            made.append((group, funnel, verdicts))
         funnels.append(funnel)
         group_verdicts.append(verdicts)
     tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options, results)
     providers = [_provider_explanation(uuid, snapshot, records, groups, group_verdicts,
                                        tree_verdicts, results)
-                 for uuid in dict.fromkeys(provider_uuids)]
+                 for uuid in provider_uuids]
     return Explanation(funnels, tree_steps, len(results), providers)
 
 
@@ -156,6 +162,38 @@ def _records(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld
 
 
 # Group funnels ---------------------------------------------------------------
+#
+# A funnel depends on the providers, their usages of the requested classes
+# and the group: it is kept (in the snapshot's store of what requests keep)
+# for the next request finding the same providers (the snapshot makes a new
+# mapping of them at any change) and the same usages. The verdicts against
+# providers are not kept: a request naming providers makes its funnels anew.
+
+def _funnel_key(world: allocation_candidate.SnapshotWorld, group: RequestGroup) -> tuple:
+    def names(filter_: TraitFilter | AggregateFilter) -> tuple:
+        return (frozenset(frozenset(any_of) for any_of in filter_.required),
+                frozenset(filter_.forbidden))
+    return ("explanation funnel", group.granular, tuple(group.resources.items()),
+            names(group.traits), names(group.aggregates), group.in_tree,
+            world.spread_unsuffixed, tuple(sorted(world.tree_roots_by_uuid.items())))
+
+
+def _kept_funnel(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld,
+                 group: RequestGroup) -> GroupFunnel | None:
+    kept = snapshot.kept.get(_funnel_key(world, group))
+    if kept is None:
+        return None
+    providers, used, funnel = kept
+    if providers is not snapshot.providers or used != world.every_usage():
+        return None
+    return dataclasses.replace(funnel, suffix=group.suffix)
+
+
+def _keep_funnel(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld,
+                 group: RequestGroup, funnel: GroupFunnel) -> None:
+    snapshot.kept.put(_funnel_key(world, group),
+                      (snapshot.providers, dict(world.every_usage()), funnel), 1)
+
 
 def _trees(pool: Iterable[Provider]) -> int:
     return len({provider.root_id for provider in pool})

@@ -33,6 +33,11 @@ def test_prints_the_funnel_and_why_a_provider_is_ruled_out(service):
     port, api = service
     fits = api.provider("fits", VCPU=8, MEMORY_MB=4096)
     busy = api.provider("busy", VCPU=8, MEMORY_MB=4096)
+    # asked before and after a claim: the funnel kept from the first
+    # answer does not outlive the usages it was counted with
+    before = json.loads(_explain(port, QUERY, "--json").stdout)
+    assert before["groups"][0]["steps"][1]["left"]["providers"] == 2
+    assert before["allocation_requests"] == 2
     api.claim(str(uuid.uuid4()), busy, VCPU=6)
     api.provider("diskless", DISK_GB=100)
 
@@ -51,8 +56,9 @@ def test_prints_the_funnel_and_why_a_provider_is_ruled_out(service):
     assert f"  {fits}: not ruled out; in 1 allocation request(s)" in lines
     assert len(api.candidates(QUERY)["allocation_requests"]) == 1
 
-    raw = _explain(port, QUERY, "--json")
-    assert json.loads(raw.stdout)["allocation_requests"] == 1
+    after = json.loads(_explain(port, QUERY, "--json").stdout)
+    assert after["groups"][0]["steps"][1]["ruled_out"] == {"capacity": 1}
+    assert after["allocation_requests"] == 1
 
 
 def test_reports_the_service_error(service):
