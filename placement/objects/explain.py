@@ -52,9 +52,6 @@ Check = Callable[[Provider, bool], Verdict]
 # provider id -> the reason and the check ruling it out
 RuledOutBy = dict[int, tuple[str, Check]]
 
-CAPACITY_REASONS = ("capacity", "max_unit", "min_unit", "step_size")
-
-
 @dataclasses.dataclass
 class Count:
     providers: int
@@ -139,8 +136,9 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
         if alike is not None:
             funnel, verdicts = dataclasses.replace(alike[0], suffix=group.suffix), alike[1]
         else:
-            funnel, verdicts = (None, {}) if provider_uuids else (
-                _kept_funnel(snapshot, world, group), {})
+            # named providers need the verdicts, which are not kept
+            funnel = None if provider_uuids else _kept_funnel(snapshot, world, group)
+            verdicts = {}
             if funnel is None:
                 records = records or _records(snapshot, world)
                 funnel, verdicts = _group_funnel(world, records, group)
