@@ -41,7 +41,8 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocation_candidates:list")
     version = microversion.version_of(request)
-    groups, options = _search_request(request, version, schema.query_schema(version))
+    groups, options = _search_request(request, version, schema.query_schema(version),
+                                      context.conf.placement)
     with context.db.reader() as connection:
         candidates = allocation_candidate.find(connection, groups, options,
                                                summarize_all_classes=version >= ALL_CLASSES_FROM)
@@ -57,17 +58,19 @@ def explain_allocation_candidates(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocation_candidates:explain")
     version = microversion.version_of(request)
-    groups, options = _search_request(request, version, schema.explain_query_schema(version))
+    groups, options = _search_request(request, version, schema.explain_query_schema(version),
+                                      context.conf.placement)
     provider_uuids = query.parse_provider_uuids(wsgi_util.query_values(request, "provider"))
     with context.db.reader() as connection:
         explanation = explain.explain(connection, groups, options, provider_uuids)
     return wsgi_util.json_response(request, dataclasses.asdict(explanation))
 
 
-def _search_request(request: webob.Request, version: Version, query_schema: dict
-                    ) -> tuple[list[RequestGroup], SearchOptions]:
+def _search_request(request: webob.Request, version: Version, query_schema: dict,
+                    placement_conf: object) -> tuple[list[RequestGroup], SearchOptions]:
     """The request groups and search options of the query string, validated
-    as at ``version`` against ``query_schema``."""
+    as at ``version`` against ``query_schema`` (and the search options of
+    the ``[placement]`` configuration ``placement_conf``)."""
     wsgi_util.query_params(request, query_schema)
     root_traits = TraitFilter()
     if version >= ROOT_REQUIRED_FROM:
@@ -88,7 +91,6 @@ def _search_request(request: webob.Request, version: Version, query_schema: dict
             '"resources{N}" parameter.')
     limit = _first_value(request, "limit", query_schema)
 
-    placement_conf = wsgi_util.context_of(request).conf.placement
     options = SearchOptions(
         group_policy=group_policy,
         root_traits=root_traits,
@@ -263,4 +265,3 @@ def _provider_summary(summary: ProviderSummary, with_traits: bool, nested: bool)
         body["parent_provider_uuid"] = summary.parent_provider_uuid
         body["root_provider_uuid"] = summary.root_provider_uuid
     return body
-
