@@ -88,6 +88,8 @@ ROUTES: dict[str, dict[str, Callable]] = {
         "DELETE": allocation.delete_allocations,
     },
     "/allocation_candidates": {"GET": allocation_candidate.list_allocation_candidates},
+    "/allocation_candidates/explain": {
+        "GET": allocation_candidate.explain_allocation_candidates},
     "/traits": {"GET": trait.list_traits},
     "/traits/{name}": {
         "GET": trait.get_trait,
@@ -96,8 +98,9 @@ ROUTES: dict[str, dict[str, Callable]] = {
     },
     "/usages": {"GET": usage.get_total_usages},
     "/reshaper": {"POST": reshaper.reshape},
-    "/openapi.json": {"GET": openapi.get_document},
 }
+# The document describes the whole table, its own route included.
+ROUTES["/openapi.json"] = {"GET": openapi.document_handler(ROUTES)}
 
 
 def _make_mapper() -> routes.Mapper:
