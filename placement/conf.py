@@ -121,6 +121,22 @@ workarounds_opts = [
     ),
 ]
 
+metrics_opts = [
+    cfg.BoolOpt(
+        "enabled",
+        default=False,
+        help="Record Prometheus metrics and serve them at GET /metrics, without "
+        "authentication (restrict who may reach that path).",
+    ),
+    cfg.StrOpt(
+        "multiprocess_dir",
+        help="Directory of prometheus_client's multi-process mode, shared by the "
+        "processes of a server (uwsgi, mod_wsgi): each writes its metrics there and "
+        "a scrape of any adds them all up. Empty it before the server starts. "
+        "Unset: the PROMETHEUS_MULTIPROC_DIR environment variable, and when that is "
+        "unset too, each process serves its own metrics.",
+    ),
+]
 
 # oslo.policy 6 always enforces scope types and dropped this option; placement
 # keeps accepting it (deployments and test suites set it) and honours it.
@@ -143,6 +159,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(database_opts, group="placement_database")
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(workarounds_opts, group="workarounds")
+    conf.register_opts(metrics_opts, group="metrics")
     # The options of the libraries the middleware stack is made of are
     # registered here too, so that they are known (config files,
     # OS_<GROUP>__<OPTION> variables, --help) before any middleware exists.
@@ -164,6 +181,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("placement_database", database_opts),
         ("placement", placement_opts),
         ("workarounds", workarounds_opts),
+        ("metrics", metrics_opts),
         ("oslo_policy", _oslo_policy_opts_missing()),
     ]
 

@@ -10,7 +10,7 @@ from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
 
 from placement import conf as placement_conf
-from placement import healthcheck, microversion, middleware, policies, router
+from placement import healthcheck, metrics, microversion, middleware, policies, router
 from placement.db import api as db_api
 from placement.db import migration
 
@@ -56,14 +56,18 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
     """The whole service: middleware layers around the dispatcher.
 
     Built from the inside out; a request meets them in the reverse order:
-    request id, proxy headers, health check, CORS (when configured),
-    authentication, context, fault wrapper, microversion, dispatcher.
+    request metrics (when enabled), request id, proxy headers, health check
+    and metrics endpoint, CORS (when configured), authentication, context,
+    fault wrapper, microversion, dispatcher.
     """
+    if conf.metrics.enabled:
+        # before anything records (the database's first connections)
+        metrics.enable(conf.metrics.multiprocess_dir)
     if db is None:
         db = database_from_conf(conf)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
-    application: Callable = router.Dispatcher()
-    application = microversion.MicroversionMiddleware(application)
+    dispatcher = router.Dispatcher()
+    application: Callable = microversion.MicroversionMiddleware(dispatcher)
     application = middleware.FaultWrapper(application)
     application = middleware.Context(
         application, require_user=conf.api.auth_strategy == "keystone", services=services)
@@ -72,15 +76,23 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
         application = cors.CORS(application, conf)
     # Load balancers probe without credentials: answered before auth. Only
     # its own path goes through the health check (an oslo.middleware layer
-    # costs every request it sees).
-    application = middleware.ByPath(application, {
-        healthcheck.PATH: healthcheck.Healthcheck(application, conf, db.engine.url)})
+    # costs every request it sees). So are Prometheus scrapes.
+    answered_before_auth = {
+        healthcheck.PATH: healthcheck.Healthcheck(application, conf, db.engine.url)}
+    if conf.metrics.enabled:
+        answered_before_auth[middleware.METRICS_PATH] = middleware.MetricsEndpoint(
+            metrics.exposition_application())
+    application = middleware.ByPath(application, answered_before_auth)
     # Honours X-Forwarded-Proto/Host and Forwarded (so Location headers name
     # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set
     # (not a mutable option: it is read once, here).
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
-    return middleware.RequestId(application)
+    application = middleware.RequestId(application)
+    if conf.metrics.enabled:
+        application = middleware.RequestMetrics(application, dispatcher.route_of,
+                                                fixed_paths=answered_before_auth)
+    return application
 
 
 # Allocations between collections of the youngest generation, then

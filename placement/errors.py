@@ -34,6 +34,9 @@ RETRY_AFTER_SECONDS = 1
 # Set by the microversion layer; read here to decide whether ``code`` is shown.
 MICROVERSION_ENVIRON = "placement.microversion"
 REQUEST_ID_ENVIRON = "openstack.request_id"
+# Where the code of an error response is left, whatever the microversion,
+# for the request metrics (placement.middleware.RequestMetrics).
+CODE_ENVIRON = "placement.error_code"
 CODE_FROM_VERSION = (1, 23)
 
 # Messages name the values a request got wrong, and a request can make those
@@ -64,6 +67,7 @@ def json_error_formatter(body: str, status: str, title: str, environ: dict,
         "detail": webob.exc.strip_tags(body),
         "request_id": environ.get(REQUEST_ID_ENVIRON),
     }
+    environ[CODE_ENVIRON] = code or DEFAULT
     version = environ.get(MICROVERSION_ENVIRON)
     if version is not None and (version.major, version.minor) >= CODE_FROM_VERSION:
         error["code"] = code or DEFAULT

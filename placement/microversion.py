@@ -37,6 +37,16 @@ class Version(NamedTuple):
 MIN_VERSION = Version(1, 0)
 MAX_VERSION = Version(1, 39)
 
+# Versions where an operation changes shape, needed both by its handler and
+# by the OpenAPI document describing it.
+# From 1.7 PUT /resource_classes/{name} creates the class named in the path
+# (no body) or verifies it exists; before, it renames a custom class to the
+# name in the body.
+CREATE_OR_VERIFY_FROM = Version(1, 7)
+# From 1.38 project usages are grouped by consumer type and can be filtered
+# by it.
+CONSUMER_TYPES_FROM = Version(1, 38)
+
 
 def parse(version_string: str) -> Version:
     """'1.12' -> Version(1, 12); ValueError with the client-facing text."""

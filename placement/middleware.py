@@ -1,5 +1,6 @@
 """The WSGI layers around the dispatcher, outermost first in ``deploy``:
-request id and Accept default, (CORS), authentication, context, fault.
+(request metrics), request id and Accept default, (CORS), authentication,
+context, fault.
 They are plain WSGI callables working on the environ: each layer that
 builds WebOb requests and responses adds to the cost of every request."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import webob.exc
 from oslo_context import context as oslo_context
@@ -15,7 +16,7 @@ from oslo_log import log as logging
 from oslo_middleware import request_id
 
 from placement import context as placement_context
-from placement import errors
+from placement import errors, metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -23,6 +24,9 @@ ROOT_PATHS = ("", "/")
 # The OpenAPI document describes the API, not its data: served to anyone.
 OPENAPI_PATH = "/openapi.json"
 ANONYMOUS_PATHS = (*ROOT_PATHS, OPENAPI_PATH)
+# Prometheus metrics ([metrics] enabled), served before authentication like
+# the health check.
+METRICS_PATH = "/metrics"
 
 _INBOUND_REQUEST_ID = "HTTP_" + request_id.INBOUND_HEADER.upper().replace("-", "_")
 _GLOBAL_REQUEST_ID = re.compile(request_id.ID_FORMAT)
@@ -138,3 +142,63 @@ class FaultWrapper:
                 webob.exc.HTTPInternalServerError,
                 "An unexpected error occurred; the request id names it in the service log.",
             )(environ, start_response)
+
+
+# The route label of requests for no known path.
+UNMATCHED_ROUTE = "unmatched"
+# Methods kept as labels; any other one is counted as "other" (a client
+# chooses the method: the labels must stay few).
+_METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# The allocation writes whose 409s are counted by error code.
+CLAIM_ROUTES = frozenset({("PUT", "/allocations/{consumer_uuid}"), ("POST", "/allocations")})
+
+
+class RequestMetrics:
+    """Counts and times every request, by route template, method and
+    status (placement.metrics), and the 409s of allocation writes by
+    error code. The route label is the path for ``fixed_paths`` (served
+    by middleware: health check, metrics), else ``route_of(environ)``
+    (the dispatcher's route template), else ``unmatched``."""
+
+    def __init__(self, application: Callable, route_of: Callable[[dict], str | None],
+                 fixed_paths: Collection[str]):
+        self.application = application
+        self.route_of = route_of
+        self.fixed_paths = frozenset(fixed_paths)
+
+    def __call__(self, environ: dict, start_response: Callable):
+        started = time.perf_counter()
+        statuses = []
+
+        def capture_status(status, headers, exc_info=None):
+            statuses.append(status)
+            return start_response(status, headers, exc_info)
+
+        try:
+            return self.application(environ, capture_status)
+        finally:
+            # an exception escaping every layer is a 500 of the server's
+            status = statuses[-1].split(" ", 1)[0] if statuses else "500"
+            method = environ.get("REQUEST_METHOD", "")
+            method = method if method in _METHOD_LABELS else "other"
+            path = environ.get("PATH_INFO", "")
+            route = path if path in self.fixed_paths else (self.route_of(environ)
+                                                           or UNMATCHED_ROUTE)
+            metrics.observe_request(route, method, status, time.perf_counter() - started)
+            if status == "409" and (method, route) in CLAIM_ROUTES:
+                metrics.count_claim_conflict(environ.get(errors.CODE_ENVIRON, errors.DEFAULT))
+
+
+class MetricsEndpoint:
+    """``GET``/``HEAD /metrics``: the Prometheus text exposition."""
+
+    def __init__(self, exposition: Callable):
+        self.exposition = exposition
+
+    def __call__(self, environ: dict, start_response: Callable):
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return errors.http_error(
+                webob.exc.HTTPMethodNotAllowed,
+                "The method specified is not allowed for this resource.",
+                headers=[("Allow", "GET, HEAD")])(environ, start_response)
+        return self.exposition(environ, start_response)

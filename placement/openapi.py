@@ -1,10 +1,10 @@
 """The OpenAPI 3.1 document of the API, served at ``GET /openapi.json``.
 
-Built from the route table (``placement/router.py``: every path and method
-is there), the jsonschema schemas the handlers validate requests with
-(``placement/schemas/<resource>.py``) and the response-body schemas
-(``placement/schemas/responses.py``), so that nothing here can drift from
-what the service does. What this module adds is what the spec says about
+Built from the route table it is given (``placement/router.py`` hands
+over its own: every path and method is there), the jsonschema schemas the
+handlers validate requests with (``placement/schemas/<resource>.py``) and
+the response-body schemas (``placement/schemas/responses.py``), so that
+nothing here can drift from what the service does. What this module adds is what the spec says about
 each operation: its microversion range, its statuses and headers.
 
 Microversions are described with an ``x-openstack-microversions`` extension
@@ -20,12 +20,10 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from placement import microversion
-from placement.handlers import resource_class as resource_class_handler
-from placement.handlers import usage as usage_handler
 from placement.schemas import (
     aggregate,
     allocation,
@@ -93,13 +91,13 @@ class Operation:
 def _renamed_until_1_6(version: microversion.Version) -> dict | None:
     """PUT /resource_classes/{name} takes the new name as a body until it
     becomes a body-less create-or-verify."""
-    if version >= resource_class_handler.CREATE_OR_VERIFY_FROM:
+    if version >= microversion.CREATE_OR_VERIFY_FROM:
         return None
     return resource_class.RESOURCE_CLASS
 
 
 def _total_usages_query(version: microversion.Version) -> dict:
-    if version >= usage_handler.CONSUMER_TYPES_FROM:
+    if version >= microversion.CONSUMER_TYPES_FROM:
         return usage.USAGES_QUERY_V1_38
     return usage.USAGES_QUERY
 
@@ -241,6 +239,16 @@ def operations() -> dict[tuple[str, str], Operation]:
             "plus summaries of the providers involved.",
             (ok(responses.ALLOCATION_CANDIDATES),), available=("1.10", None),
             query=allocation_candidate.query_schema, errors=_protected()),
+        ("/allocation_candidates/explain", "GET"): Operation(
+            "Why the same query gets the candidates it gets: for each request group the "
+            "funnel of its constraints with the providers (and trees) entering and "
+            "leaving each, the steps acting on whole trees, the number of allocation "
+            "requests (limit ignored) and, for each provider=<uuid>, the first constraint "
+            "ruling it out. Admin only by default.",
+            (Outcome(200, responses.ALLOCATION_CANDIDATES_EXPLAIN,
+                     description="The explanation."),),
+            available=("1.10", None), query=allocation_candidate.explain_query_schema,
+            errors=_protected()),
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",
@@ -536,23 +544,33 @@ def _check_consistency(operations: dict, routes: dict) -> None:
                            f"not served {sorted(described - served)}")
 
 
-@functools.cache
-def document() -> dict:
-    """The whole OpenAPI document (built once)."""
-    from placement import router  # router imports the handler that serves this
+# A route table: path -> {method: handler}, methods in the order of ``Allow``.
+Routes = Mapping[str, Mapping[str, Callable]]
 
+
+def document(routes: Routes) -> dict:
+    """The whole OpenAPI document of the route table ``routes`` (built once
+    per table)."""
+    return _document(tuple((path, tuple((method, handler.__name__)
+                                        for method, handler in methods.items()))
+                           for path, methods in routes.items()))
+
+
+@functools.cache
+def _document(served: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> dict:
+    """The document of the routes ``served``: (path, ((method, handler name), ...))."""
     described = operations()
-    _check_consistency(described, router.ROUTES)
+    _check_consistency(described, {path: dict(methods) for path, methods in served})
     paths: dict[str, dict] = {}
     # The empty path '' is the mount point itself, served like '/'; OpenAPI
     # path keys must start with '/', so only '/' is listed.
-    for path, methods in router.ROUTES.items():
+    for path, methods in served:
         if not path:
             continue
         paths[path] = {
-            method.lower(): _operation(path, method, handler.__name__,
+            method.lower(): _operation(path, method, handler_name,
                                        described[(path, method)])
-            for method, handler in methods.items()
+            for method, handler_name in methods
         }
     return {
         "openapi": OPENAPI_VERSION,
@@ -578,29 +596,29 @@ def _in_range(node: dict, version: microversion.Version) -> bool:
     return versions is None or version.matches(versions["min"], versions["max"])
 
 
-def _resolved(node: dict) -> dict:
+def _resolved(node: dict, document: dict) -> dict:
     reference = node.get("$ref")
     if reference is None:
         return node
-    target = document()
+    target = document
     for part in reference.removeprefix("#/").split("/"):
         target = target[part]
     return target
 
 
-def response_schema(path: str, method: str, status: int,
+def response_schema(document: dict, path: str, method: str, status: int,
                     version: microversion.Version | None) -> dict | None:
-    """The schema a response body must match: the variants of the
-    documented response of ``path`` (a route-table template) and ``method``
+    """The schema a response body must match: the variants, in ``document``,
+    of the documented response of ``path`` (a route-table template) and ``method``
     with ``status`` that apply at ``version`` (None: a microversion
     negotiation error, where no version applies). None when the response
     has no body. LookupError when the document does not allow that response
     at that version."""
-    operation = document()["paths"][path][method.lower()]
+    operation = document["paths"][path][method.lower()]
     response = operation["responses"].get(str(status))
     if response is None:
         raise LookupError(f"{method} {path} documents no {status} response")
-    response = _resolved(response)
+    response = _resolved(response, document)
     if version is not None and not _in_range(response, version):
         raise LookupError(f"{method} {path} answers {status} only at "
                           f"{response[EXTENSION]}, not {version}")

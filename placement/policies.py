@@ -115,6 +115,9 @@ API_RULES = [
               "Show the usages of a project or user."),
     _api_rule("placement:reshaper:reshape", SERVICE, "POST", "/reshaper",
               "Move inventories and allocations between providers at once."),
+    _api_rule("placement:allocation_candidates:explain", ADMIN, "GET",
+              "/allocation_candidates/explain",
+              "Explain which constraints rule providers out of the allocation candidates."),
 ]
 
 

@@ -189,6 +189,15 @@ def parse_in_tree(value: str) -> str:
     return normalize_uuid(value.strip())
 
 
+def parse_provider_uuids(values: list[str]) -> list[str]:
+    """The ``provider`` values of an explanation: uuids, canonical form."""
+    for value in values:
+        if not uuidutils.is_uuid_like(value.strip()):
+            raise errors.bad_request(
+                f"{_INVALID}Expected 'provider' parameter to be a format of uuid. Got: {value}")
+    return [normalize_uuid(value.strip()) for value in values]
+
+
 def parse_same_subtree(values: list[str]) -> list[list[str]]:
     """Each ``same_subtree`` occurrence (1.36+): a list of group suffixes
     whose providers must lie in one subtree."""

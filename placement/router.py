@@ -34,6 +34,9 @@ LOG = logging.getLogger(__name__)
 
 RP = "/resource_providers/{uuid}"
 
+# The template of the route a request matched (for the request metrics).
+ROUTE_ENVIRON = "placement.route"
+
 # Path -> {method: handler}; methods are listed in the order of ``Allow``.
 ROUTES: dict[str, dict[str, Callable]] = {
     "": {"GET": root.home},
@@ -85,6 +88,8 @@ ROUTES: dict[str, dict[str, Callable]] = {
         "DELETE": allocation.delete_allocations,
     },
     "/allocation_candidates": {"GET": allocation_candidate.list_allocation_candidates},
+    "/allocation_candidates/explain": {
+        "GET": allocation_candidate.explain_allocation_candidates},
     "/traits": {"GET": trait.list_traits},
     "/traits/{name}": {
         "GET": trait.get_trait,
@@ -93,8 +98,9 @@ ROUTES: dict[str, dict[str, Callable]] = {
     },
     "/usages": {"GET": usage.get_total_usages},
     "/reshaper": {"POST": reshaper.reshape},
-    "/openapi.json": {"GET": openapi.get_document},
 }
+# The document describes the whole table, its own route included.
+ROUTES["/openapi.json"] = {"GET": openapi.document_handler(ROUTES)}
 
 
 def _make_mapper() -> routes.Mapper:
@@ -139,6 +145,16 @@ class Dispatcher:
     def __init__(self) -> None:
         self.mapper = _make_mapper()
 
+    def route_of(self, environ: dict) -> str | None:
+        """The route template of a request: the one it matched, or, for a
+        request answered before it got here (a 401, a CORS preflight), the
+        one its path matches; None for a path of no route."""
+        template = environ.get(ROUTE_ENVIRON)
+        if template is None:
+            match = self.mapper.match(environ.get("PATH_INFO", ""))
+            template = match and match["template"]
+        return template
+
     @webob.dec.wsgify
     def __call__(self, request: webob.Request):
         try:
@@ -146,7 +162,8 @@ class Dispatcher:
             match = self.mapper.match(request_data.path(request))
             if match is None:
                 raise errors.not_found()
-            handlers = ROUTES[match.pop("template")]
+            template = request.environ[ROUTE_ENVIRON] = match.pop("template")
+            handlers = ROUTES[template]
             allowed = ", ".join(handlers)
             request.environ["placement.allowed_methods"] = allowed
             handler = handlers.get(request.method)

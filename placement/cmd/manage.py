@@ -1,7 +1,8 @@
-"""``placement-manage``: database administration."""
+"""``placement-manage``: database administration and audit."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import sqlalchemy as sa
@@ -10,6 +11,7 @@ from oslo_config import cfg
 from placement import conf as placement_conf
 from placement.db import api as db_api
 from placement.db import migration
+from placement.objects import audit
 
 
 def database_engine(conf: cfg.ConfigOpts) -> sa.engine.Engine:
@@ -37,6 +39,84 @@ def db_stamp(conf: cfg.ConfigOpts) -> int:
     return 0
 
 
+# What each audit check reports, as the table headings say it.
+AUDIT_TITLES = {
+    "over_capacity": "Inventories whose allocations exceed their capacity, "
+                     "(total - reserved) * allocation_ratio",
+    "allocations_without_inventory": "Allocations of a class their provider has no inventory of",
+    "empty_consumers": "Consumers without allocations",
+    "incomplete_consumers": "Incomplete consumers (the configured placeholder project or user)",
+    "inconsistent_providers": "Providers whose root or parent is inconsistent",
+    "usage_mismatches": "Inventories whose kept usage (inventories.used) is not the sum "
+                        "of their allocations",
+}
+
+
+def _table(rows: list[dict[str, object]]) -> str:
+    """Rows of the same keys as aligned columns under a header."""
+    header = list(rows[0])
+    cells = [header, *([("-" if value is None else str(value)) for value in row.values()]
+                       for row in rows)]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+             .rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join("  " + line for line in lines)
+
+
+def _print_report(report: audit.Report) -> None:
+    if report.clean:
+        print("No inconsistency found.")
+        return
+    for check, findings in report.checks().items():
+        if findings:
+            print(f"{AUDIT_TITLES[check]}: {len(findings)}")
+            print(_table([audit.shown_fields(finding) for finding in findings]))
+            print()
+
+
+def _print_repairs(repairs: audit.Repairs) -> None:
+    for consumer_uuid in repairs.removed_consumers:
+        print(f"Removed consumer {consumer_uuid}, which had no allocations.")
+    for usage in repairs.recomputed_usages:
+        print(f"Recomputed the usage of {usage.resource_class} on provider "
+              f"{usage.provider_uuid}: {usage.was} -> {usage.now} (derived data: "
+              "the sum of its allocations).")
+    if not (repairs.removed_consumers or repairs.recomputed_usages):
+        print("Nothing to repair: --fix removes consumers without allocations and "
+              "recomputes kept usages only.")
+
+
+def audit_database(conf: cfg.ConfigOpts) -> int:
+    """Report the inconsistencies of the database (exit code 1 when there
+    are any, even when --fix repaired them); --fix repairs what is safe."""
+    db = db_api.Database(database_engine(conf),
+                         max_retries=conf.placement_database.db_max_retries)
+    try:
+        placement = conf.placement
+        report = audit.run(db, placement.incomplete_consumer_project_id,
+                           placement.incomplete_consumer_user_id)
+        repairs = audit.repair(db, report) if conf.command.fix else None
+    finally:
+        db.dispose()
+    if conf.command.json:
+        document: dict[str, object] = {
+            "clean": report.clean,
+            "findings": {check: [audit.shown_fields(finding) for finding in findings]
+                         for check, findings in report.checks().items()}}
+        if repairs is not None:
+            document["repairs"] = {
+                "removed_consumers": repairs.removed_consumers,
+                "recomputed_usages": [audit.shown_fields(usage)
+                                      for usage in repairs.recomputed_usages]}
+        print(json.dumps(document, indent=2))
+    else:
+        _print_report(report)
+        if repairs is not None:
+            _print_repairs(repairs)
+    return 0 if report.clean else 1
+
+
 def _add_commands(subparsers) -> None:
     db = subparsers.add_parser("db", help="Database schema commands.")
     db_commands = db.add_subparsers(dest="db_command")
@@ -48,6 +128,14 @@ def _add_commands(subparsers) -> None:
     stamp = db_commands.add_parser("stamp", help="Record a revision without migrating.")
     stamp.add_argument("version", help="Revision to record (e.g. head).")
     stamp.set_defaults(func=db_stamp)
+    audit_parser = subparsers.add_parser(
+        "audit", help="Report inconsistencies of the database (exit code 1 when any).")
+    audit_parser.add_argument("--json", action="store_true", help="Print a JSON document.")
+    audit_parser.add_argument(
+        "--fix", action="store_true",
+        help="Remove consumers without allocations and recompute kept usages (derived "
+        "data); nothing else, allocations never.")
+    audit_parser.set_defaults(func=audit_database)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,7 @@ from oslo_log import log as logging
 from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
+from placement import metrics
 from placement.db import provider_changes, sqlite_writers
 
 LOG = logging.getLogger(__name__)
@@ -176,7 +177,19 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     # marks what oslo.db does not recognize as a server that went away.
     event.listen(engine, "handle_error", _mark_server_gone_as_disconnect)
     exc_filters.register_engine(engine)
+    # last: sees the oslo.db exception the error became
+    event.listen(engine, "handle_error", _count_database_error)
     return engine
+
+
+def _count_database_error(context: sa.engine.ExceptionContext) -> None:
+    """A ``handle_error`` listener: counts the error in the metrics by the
+    oslo.db exception it became (or the driver's, untranslated). A failed
+    pool pre-ping is not counted: the pool replaces the connection and
+    nobody sees an error (``is_pre_ping``: SQLAlchemy 2.0.5 and later)."""
+    if not getattr(context, "is_pre_ping", False):
+        error = context.chained_exception or context.original_exception
+        metrics.count_database_error(type(error).__name__)
 
 
 # Errors of a server that is gone, going or not up yet, which neither
@@ -331,7 +344,8 @@ class Database:
         """Run ``function`` again (in a new transaction) after a deadlock, a
         Galera certification failure (reported as a deadlock), a
         serialization failure or a lost connection. ``function`` must open
-        its own transaction."""
+        its own transaction. Wrap it for one call (as ``retrying`` and
+        ``write`` do): the retries the metrics count are the wrapper's."""
         return oslo_db_api.wrap_db_retry(
             max_retries=self.max_retries,
             retry_interval=RETRY_INTERVAL,
@@ -339,10 +353,38 @@ class Database:
             retry_on_deadlock=True,
             retry_on_disconnect=True,
             exception_checker=is_serialization_failure,
-        )(function)
+        )(_counting_retries(function))
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _retry_reason(error: Exception) -> str:
+    if isinstance(error, db_exc.DBDeadlock):
+        return "deadlock"
+    if isinstance(error, db_exc.DBConnectionError):
+        return "disconnect"
+    if is_serialization_failure(error):
+        return "serialization_failure"
+    return type(error).__name__
+
+
+def _counting_retries(function: Callable[..., T]) -> Callable[..., T]:
+    """``function`` (of one retried call), counting each run after the
+    first in the metrics, as a retry, with why the previous run failed."""
+    failures: list[str] = []
+
+    @functools.wraps(function)
+    def attempt(*args, **kwargs) -> T:
+        if failures:
+            metrics.count_retry(failures[-1])
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            failures.append(_retry_reason(error))
+            raise
+
+    return attempt
 
 
 def summary(error: Exception) -> str:

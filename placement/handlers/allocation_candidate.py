@@ -1,17 +1,19 @@
 """GET /allocation_candidates: which sets of providers could satisfy a
-request now, as bodies usable for PUT /allocations/{consumer}."""
+request now, as bodies usable for PUT /allocations/{consumer}; and GET
+/allocation_candidates/explain: why the same query gets those."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Callable
 
 import webob
 
-from placement import errors, microversion, query, wsgi_util
+from placement import errors, metrics, microversion, query, wsgi_util
 from placement.microversion import Version
-from placement.objects import allocation_candidate
+from placement.objects import allocation_candidate, explain
 from placement.objects.allocation_candidate import (
     AllocationRequest,
     Candidates,
@@ -39,9 +41,38 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocation_candidates:list")
     version = microversion.version_of(request)
-    query_schema = schema.query_schema(version)
-    wsgi_util.query_params(request, query_schema)
+    groups, options = _search_request(request, version, schema.query_schema(version),
+                                      context.conf.placement)
+    with context.db.reader() as connection:
+        candidates = allocation_candidate.find(connection, groups, options,
+                                               summarize_all_classes=version >= ALL_CLASSES_FROM)
+    metrics.observe_allocation_candidates(len(candidates.allocation_requests))
+    return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 
+
+@microversion.requires("1.10")
+def explain_allocation_candidates(request: webob.Request) -> webob.Response:
+    """GET /allocation_candidates/explain: the query of the candidates (and
+    ``provider=<uuid>``, repeatable) answered with the funnel of its
+    constraints instead of the candidates."""
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can("placement:allocation_candidates:explain")
+    version = microversion.version_of(request)
+    groups, options = _search_request(request, version, schema.explain_query_schema(version),
+                                      context.conf.placement)
+    provider_uuids = query.parse_provider_uuids(wsgi_util.query_values(request, "provider"))
+    with context.db.reader() as connection:
+        explanation = explain.explain(connection, groups, options, provider_uuids)
+    return wsgi_util.json_response(request, dataclasses.asdict(explanation))
+
+
+def _search_request(request: webob.Request, version: Version, query_schema: dict,
+                    placement_conf: object) -> tuple[list[RequestGroup], SearchOptions]:
+    """The request groups and search options of the query string, validated
+    as at ``version`` against ``query_schema`` (and the search options of
+    the ``[placement]`` configuration ``placement_conf``)."""
+    wsgi_util.query_params(request, query_schema)
     root_traits = TraitFilter()
     if version >= ROOT_REQUIRED_FROM:
         root_traits = query.parse_root_required(
@@ -61,7 +92,6 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
             '"resources{N}" parameter.')
     limit = _first_value(request, "limit", query_schema)
 
-    placement_conf = context.conf.placement
     options = SearchOptions(
         group_policy=group_policy,
         root_traits=root_traits,
@@ -73,10 +103,7 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
         breadth_first=(placement_conf.allocation_candidates_generation_strategy
                        == "breadth-first"),
     )
-    with context.db.reader() as connection:
-        candidates = allocation_candidate.find(connection, groups, options,
-                                               summarize_all_classes=version >= ALL_CLASSES_FROM)
-    return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
+    return groups, options
 
 
 # Parsing -----------------------------------------------------------------

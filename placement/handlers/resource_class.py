@@ -11,9 +11,6 @@ from placement.objects.resource_class import ResourceClass
 from placement.schemas import resource_class as schema
 
 POLICY = "placement:resource_classes:"
-# From 1.7 PUT creates the class named in the path (no body) or verifies it
-# exists; before, it renames a custom class to the name in the body.
-CREATE_OR_VERIFY_FROM = (1, 7)
 
 
 def _location(request: webob.Request, name: str) -> str:
@@ -72,7 +69,7 @@ def create_resource_class(request: webob.Request) -> webob.Response:
 
 @microversion.requires("1.2")
 def update_resource_class(request: webob.Request) -> webob.Response:
-    if microversion.version_of(request) >= CREATE_OR_VERIFY_FROM:
+    if microversion.version_of(request) >= microversion.CREATE_OR_VERIFY_FROM:
         return _create_or_verify(request)
     return _rename(request)
 

@@ -9,10 +9,6 @@ from placement.handlers import resource_provider as provider_handler
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
 
-# From 1.38 project usages are grouped by consumer type and can be filtered
-# by it.
-CONSUMER_TYPES_FROM = (1, 38)
-
 
 def list_usages(request: webob.Request) -> webob.Response:
     """GET /resource_providers/{uuid}/usages"""
@@ -44,7 +40,7 @@ def get_total_usages(request: webob.Request) -> webob.Response:
     # The policy target is the project asked about (a project reader may see
     # its own usages), checked before the query string is validated.
     context.can("placement:usages", target={"project_id": _requested_project(request)})
-    by_consumer_type = microversion.version_of(request) >= CONSUMER_TYPES_FROM
+    by_consumer_type = microversion.version_of(request) >= microversion.CONSUMER_TYPES_FROM
     params = wsgi_util.query_params(
         request, schema.USAGES_QUERY_V1_38 if by_consumer_type else schema.USAGES_QUERY)
     with context.db.reader() as connection:

@@ -21,7 +21,7 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from placement import exceptions
+from placement import exceptions, metrics
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import consumer as consumer_obj
@@ -520,4 +520,8 @@ def replace_all(db: db_api.Database, requests: list[ConsumerAllocations],
             return
         except (ProviderGenerationRace, db_exc.DBDuplicateEntry) as error:
             LOG.debug("Allocation write attempt %d lost a race: %s", attempt, error)
+            if attempt < attempts:
+                metrics.count_retry("generation_conflict"
+                                    if isinstance(error, ProviderGenerationRace)
+                                    else "duplicate_entry")
     raise ProviderGenerationRace()

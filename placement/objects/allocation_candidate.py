@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
@@ -33,8 +34,8 @@ from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import InventoryUsage
 from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
-__all__ = ["AllocationRequest", "Candidates", "ProviderSummary", "RequestGroup",
-           "SearchOptions", "find"]
+__all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
+           "SearchOptions", "SnapshotWorld", "find", "prepare"]
 
 _inv = tables.inventories
 
@@ -74,12 +75,19 @@ class Candidates:
     provider_summaries: list[ProviderSummary]
 
 
-def find(connection: sa.engine.Connection, groups: list[RequestGroup],
-         options: SearchOptions, summarize_all_classes: bool) -> Candidates:
-    """The allocation candidates for ``groups`` (resources keyed by class
-    name). Unknown classes or traits raise InvalidInput. Summaries list every
-    class a provider has when ``summarize_all_classes``, else only the
-    requested ones."""
+class Prepared(NamedTuple):
+    """What a search of the provider snapshot for one request starts from."""
+
+    snapshot: Snapshot
+    world: SnapshotWorld
+    # requested class name -> id
+    class_ids: dict[str, int]
+
+
+def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
+            options: SearchOptions) -> Prepared:
+    """The snapshot and the world to search for ``groups`` (resources keyed
+    by class name). Unknown classes or traits raise InvalidInput."""
     # in request order, so that the first unknown name is the one reported
     requested_classes = list(dict.fromkeys(
         name for group in groups for name in group.resources))
@@ -94,12 +102,21 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
         trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
-
     snapshot = provider_cache.snapshot(connection)
-    world = _SnapshotWorld(connection, snapshot, groups, options, class_ids)
+    world = SnapshotWorld(connection, snapshot, groups, options, class_ids)
+    return Prepared(snapshot, world, class_ids)
+
+
+def find(connection: sa.engine.Connection, groups: list[RequestGroup],
+         options: SearchOptions, summarize_all_classes: bool) -> Candidates:
+    """The allocation candidates for ``groups`` (resources keyed by class
+    name). Unknown classes or traits raise InvalidInput. Summaries list every
+    class a provider has when ``summarize_all_classes``, else only the
+    requested ones."""
+    snapshot, world, class_ids = prepare(connection, groups, options)
     results = search(world, groups, options)
     summaries = _summaries(connection, snapshot, results, options.nested_aware,
-                           None if summarize_all_classes else set(requested_classes))
+                           None if summarize_all_classes else set(class_ids))
     return Candidates([_allocation_request(world, result) for result in results], summaries)
 
 
@@ -162,7 +179,7 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
     return dataclasses.replace(inventory_usage, used=used) if used else inventory_usage
 
 
-# The fewest anchors a batch loads (see _SnapshotWorld.anchors).
+# The fewest anchors a batch loads (see SnapshotWorld.anchors).
 _SMALLEST_BATCH = 8
 
 # What is kept with a cached provider (its search records, one per set of
@@ -204,22 +221,33 @@ class _Lazy(dict):
         return value
 
 
-class _KeptResults:
-    """The results found at a root, as far as a search took them, and the
-    members they were found with (their records and usages)."""
+class _KeptAt:
+    """Something found at a root and the members it was found with (their
+    records and usages): it holds while they are the same."""
 
-    __slots__ = ("members", "usages", "results", "complete")
+    __slots__ = ("members", "usages", "value")
 
-    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
+    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple,
+                 value: object = None):
         self.members = members
         # (provider, class, used) of the members with usages
         self.usages = usages
-        self.results: list[Result] = []  # in the order the search gives them
-        self.complete = False  # all of them, or only the first ones
+        self.value = value
 
     def valid_for(self, members: tuple[CachedProvider, ...], usages: tuple) -> bool:
         return (usages == self.usages and len(members) == len(self.members)
                 and all(now is then for now, then in zip(members, self.members, strict=True)))
+
+
+class _KeptResults(_KeptAt):
+    """The results found at a root, as far as a search took them."""
+
+    __slots__ = ("results", "complete")
+
+    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
+        super().__init__(members, usages)
+        self.results: list[Result] = []  # in the order the search gives them
+        self.complete = False  # all of them, or only the first ones
 
 
 def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
@@ -240,7 +268,7 @@ def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
         yield from itertools.islice(search_again(), taken, None)
 
 
-class _SnapshotWorld(World):
+class SnapshotWorld(World):
     """The part of the provider snapshot the search needs, as ``Provider``
     records with this request's usages, made as the search goes: the trees
     of the anchors (roots) in batches of growing size, each batch just
@@ -288,6 +316,7 @@ class _SnapshotWorld(World):
         self._used: dict[tuple[int, int], int] = {}
         self._using: set[int] = set()  # the providers of those
         self._loaded: set[int] = set()  # the providers whose usages were read
+        self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
@@ -300,6 +329,9 @@ class _SnapshotWorld(World):
                               for group in groups if group.aggregates.required),
                 {tree_roots_by_uuid[group.in_tree] for group in groups
                  if group.resources and group.in_tree is not None})
+
+    def anchor_ids(self) -> tuple[int, ...]:
+        return self._anchor_ids
 
     def anchors(self, randomize: bool = False) -> Iterator[int]:
         # An anchor gives from none to dozens of results (a tree served by
@@ -327,9 +359,27 @@ class _SnapshotWorld(World):
                      .difference(self._loaded))
         self._loaded.update(new)
         # all at once is cheaper than naming the providers of every tree
-        used = _usages(self._connection, None if every else new, sorted(self._class_names))
+        self._read_usages(None if every else new)
+
+    def _read_usages(self, provider_ids: list[int] | None) -> None:
+        """Read the usages of ``provider_ids`` (None: of every provider)."""
+        used = _usages(self._connection, provider_ids, sorted(self._class_names))
         self._used.update(used)
         self._using.update(provider_id for provider_id, _ in used)
+        self._every_usage_read = self._every_usage_read or provider_ids is None
+
+    def every_usage(self) -> dict[tuple[int, int], int]:
+        """(provider id, class id) -> amount used, of the requested classes
+        of every provider, in a searched tree or not (where any is used)."""
+        if not self._every_usage_read:
+            self._read_usages(None)
+        return self._used
+
+    def record(self, provider_id: int) -> Provider:
+        """The search record of any provider of the snapshot, in a searched
+        tree or not, with its usages (for explaining why it is no candidate)."""
+        self.every_usage()
+        return self.providers[provider_id]
 
     def _members_of(self, root_id: int) -> tuple[int, ...]:
         """The providers of the tree of ``root_id`` the search may use, and
@@ -383,6 +433,16 @@ class _SnapshotWorld(World):
         if kept is not None and kept.valid_for(members, usages):
             return _from_kept(kept, search_and_keep)
         return search_and_keep()
+
+    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
+        members, usages = self._member_state(anchor)
+        store, key = self._snapshot.kept, (anchor, kind, self._results_key)
+        kept = store.get(key)
+        if kept is not None and kept.valid_for(members, usages):
+            return kept.value
+        value = make(anchor)
+        store.put(key, _KeptAt(members, usages, value), 1)
+        return value
 
     def _useful(self, provider_id: int) -> bool:
         """Can the provider be a member of a tree searched: does it have a

@@ -66,6 +66,17 @@ class World:
         keep them between searches instead."""
         return search_anchor(anchor)
 
+    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
+        """What ``make`` finds at ``anchor`` from its members and the
+        request alone (``kind`` names what it finds). A world that keeps
+        an anchor's results keeps this the same way."""
+        return make(anchor)
+
+    def anchor_ids(self) -> Collection[int]:
+        """The roots the search may anchor candidates at (their trees loaded
+        once ``anchors`` gave them)."""
+        return self.members.keys()
+
     def anchors(self, randomize: bool = False) -> Iterator[int]:
         """The roots the search may anchor candidates at, in id order (or a
         random one). A world loaded lazily overrides this to load the trees
@@ -459,6 +470,21 @@ def _lone_group_results(group: RequestGroup, candidates: list[GroupCandidate]
         yield Result(candidate.allocations, {group.suffix: candidate.providers})
 
 
+def combined_results(world: World, groups: list[RequestGroup], options: SearchOptions,
+                     candidates: list[list[GroupCandidate]]) -> Iterator[Result]:
+    """The results at one anchor, from the candidates of each group there:
+    the combinations that fit together and obey the options' rules."""
+    # Below 1.29 in a nested world, results using two providers of one tree
+    # are dropped only after max_candidates counted them (steps 8-9); without
+    # that maximum the search may abandon them early, which is cheaper.
+    prune_shared_trees = (not options.nested_aware and world.has_nesting
+                          and options.max_candidates <= 0)
+    # One group alone: each of its candidates already fits and is a result.
+    if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
+        return _lone_group_results(groups[0], candidates[0])
+    return _AnchorSearch(world, groups, options, candidates, prune_shared_trees).results()
+
+
 def _one_provider_per_tree(world: World, result: Result) -> bool:
     """Does every tree give resources through one provider at most?"""
     giving = {provider_id for provider_id, _, _ in result.allocations}
@@ -563,21 +589,13 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                 return None
         return [candidates[index] for index in range(len(groups))]
 
-    # Below 1.29 in a nested world, results using two providers of one tree
-    # are dropped only after max_candidates counted them (steps 8-9); without
-    # that maximum the search may abandon them early, which is cheaper.
     one_provider_per_tree = not options.nested_aware and world.has_nesting
-    prune_shared_trees = one_provider_per_tree and options.max_candidates <= 0
-    # One group alone: each of its candidates already fits and is a result.
-    lone = len(groups) == 1 and not options.same_subtree and not prune_shared_trees
 
     def search_anchor(anchor: int) -> Iterator[Result]:
         candidates = per_group(anchor)
         if candidates is None:
             return iter(())
-        if lone:
-            return _lone_group_results(groups[0], candidates[0])
-        return _AnchorSearch(world, groups, options, candidates, prune_shared_trees).results()
+        return combined_results(world, groups, options, candidates)
 
     # Randomized, the anchors come in a random order and the first results
     # are a random sample (trees at random, then the ways to use each).

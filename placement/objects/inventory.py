@@ -85,6 +85,20 @@ class InventoryUsage:
         """Can one request group take ``amount`` from this inventory?"""
         return self.used + amount <= self.capacity and self.fits_units(amount)
 
+    def misfit(self, amount: int) -> str | None:
+        """Why one request group cannot take ``amount`` from this inventory:
+        the first of 'capacity', 'max_unit', 'min_unit', 'step_size' it
+        breaks (None: it fits, as ``fits`` says)."""
+        if self.used + amount > self.capacity:
+            return "capacity"
+        if amount > self.max_unit:
+            return "max_unit"
+        if amount < self.min_unit:
+            return "min_unit"
+        if amount % self.step_size:
+            return "step_size"
+        return None
+
     def fits_total(self, amount: int) -> bool:
         """Can the sum of all groups' amounts be allocated here?"""
         return self.used + amount <= self.capacity and amount <= self.max_unit

@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 import os_traits
 import sqlalchemy as sa
 
+from placement import metrics
 from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
 
@@ -458,11 +459,13 @@ class ProviderCache:
                        provider_changes.changed_since(connection, state.versions, versions))
             if changed is None:  # the first load, or too far behind
                 # every record is new: nothing kept from the old ones holds
-                snapshot = dataclasses.replace(EMPTY.updated(_load(connection, None), ()),
-                                               kept=KeptStore())
+                loaded = _load(connection, None)
+                snapshot = dataclasses.replace(EMPTY.updated(loaded, ()), kept=KeptStore())
+                metrics.count_provider_cache_refresh("full", len(loaded))
             else:
                 loaded = _load(connection, changed)
                 snapshot = state.snapshot.updated(loaded, changed - loaded.keys())
+                metrics.count_provider_cache_refresh("incremental", len(loaded))
             self._state = _State(snapshot, versions, total)
             return snapshot
 

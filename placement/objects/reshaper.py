@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
-from placement import exceptions
+from placement import exceptions, metrics
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
@@ -123,3 +123,4 @@ def reshape(db: db_api.Database, inventories: list[ProviderInventories],
             if attempt == DUPLICATE_ENTRY_ATTEMPTS:
                 raise
             LOG.debug("Reshape attempt %d lost a race to create a row", attempt)
+            metrics.count_retry("duplicate_entry")

@@ -4,6 +4,7 @@ range (``additionalProperties`` is always false)."""
 from __future__ import annotations
 
 import copy
+import functools
 
 from placement.microversion import Version
 
@@ -71,3 +72,12 @@ def query_schema(version: Version) -> dict:
         if version >= since:
             return schema
     raise ValueError(f"GET /allocation_candidates does not exist at {version}")
+
+
+@functools.cache
+def explain_query_schema(version: Version) -> dict:
+    """The query schema of GET /allocation_candidates/explain at ``version``:
+    that of the candidates and ``provider`` (a uuid, repeatable)."""
+    schema = copy.deepcopy(query_schema(version))
+    schema["properties"]["provider"] = _STRING
+    return schema

@@ -276,6 +276,44 @@ ALLOCATION_CANDIDATES = [
     for first, last, dict_form, mappings, traits, tree in _CANDIDATE_SHAPES
 ]
 
+# --- GET /allocation_candidates/explain ------------------------------------------
+
+_COUNT = _object({"providers": AMOUNT, "trees": AMOUNT})
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_RULED_OUT = {"anyOf": [{"type": "null"}, _object({
+    "constraint": {"type": "string"}, "detail": {"type": "string"},
+    "suffix": _NULLABLE_STRING})]}
+
+ALLOCATION_CANDIDATES_EXPLAIN = [Variant("1.10", None, _object({
+    "groups": {"type": "array", "items": _object({
+        "suffix": {"type": "string"},
+        "spread": {"type": "boolean"},
+        "steps": {"type": "array", "items": _object({
+            "constraint": {"type": "string"},
+            "description": {"type": "string"},
+            "entered": _COUNT,
+            "left": _COUNT,
+            "ruled_out": {"anyOf": [{"type": "null"}, _map(AMOUNT, "^[a-z_]+$")]},
+        })},
+    })},
+    "trees": {"type": "array", "items": _object({
+        "constraint": {"type": "string"},
+        "description": {"type": "string"},
+        "entered": AMOUNT,
+        "left": AMOUNT,
+        "only_through_sharing": {"type": ["integer", "null"], "minimum": 0},
+    })},
+    "allocation_requests": AMOUNT,
+    "providers": {"type": "array", "items": _object({
+        "uuid": PROVIDER_UUID,
+        "found": {"type": "boolean"},
+        "root_provider_uuid": {"anyOf": [{"type": "null"}, PROVIDER_UUID]},
+        "ruled_out": _RULED_OUT,
+        "groups": {"type": "object", "additionalProperties": _RULED_OUT},
+        "allocation_requests": AMOUNT,
+    })},
+}))]
+
 # --- errors --------------------------------------------------------------------
 
 

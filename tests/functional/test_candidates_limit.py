@@ -1,5 +1,5 @@
 """With a limit, the trees are loaded in batches as the search reaches them
-(placement.objects.allocation_candidate._SnapshotWorld): the answer must be
+(placement.objects.allocation_candidate.SnapshotWorld): the answer must be
 the first ``limit`` of the answer without a limit, whichever batch the
 results come from."""
 

@@ -20,6 +20,9 @@ from gabbi import driver
 from placement import microversion, openapi, router
 from tests import fixtures
 
+# The document the service serves, of its route table.
+DOCUMENT = openapi.document(router.ROUTES)
+
 GABBITS = pathlib.Path(__file__).parents[2] / "gabbits"
 ROUTE_MATCHER = router.Dispatcher().mapper
 FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
@@ -56,7 +59,7 @@ def _version(headers: dict) -> microversion.Version | None:
 def _error_schema(status: int, version: microversion.Version | None) -> dict:
     """The error body of an exchange no operation documents (unknown path,
     undeclared method)."""
-    return openapi.response_schema("/", "GET", 404, version)
+    return openapi.response_schema(DOCUMENT, "/", "GET", 404, version)
 
 
 def mismatches(exchange: dict) -> list[str]:
@@ -71,11 +74,12 @@ def mismatches(exchange: dict) -> list[str]:
     match = ROUTE_MATCHER.match(exchange["path"])
     template = match["template"] if match else None
     template = "/" if template == "" else template
-    documented = template in openapi.document()["paths"] and \
-        exchange["method"].lower() in openapi.document()["paths"][template]
+    documented = template in DOCUMENT["paths"] and \
+        exchange["method"].lower() in DOCUMENT["paths"][template]
     try:
         if documented:
-            schema = openapi.response_schema(template, exchange["method"], status, version)
+            schema = openapi.response_schema(DOCUMENT, template, exchange["method"], status,
+                                             version)
         else:
             schema = _error_schema(status, version)
     except LookupError as error:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hypothesis
 import jsonschema
 import pytest
+from hypothesis import strategies as st
 
 from placement.objects import inventory
 from placement.objects.inventory import Inventory
@@ -126,3 +128,21 @@ def test_put_all_validates_only_class_name_keys():
     jsonschema.validate(body, schema.PUT_INVENTORIES)
     body["inventories"]["VCPU"] = {"reserved": 1}
     assert "'total' is a required property" in _error(body, schema.PUT_INVENTORIES)
+
+
+@hypothesis.given(
+    total=st.integers(0, 40), reserved=st.integers(0, 10), used=st.integers(0, 40),
+    min_unit=st.integers(1, 8), max_unit=st.integers(1, 40), step_size=st.integers(1, 6),
+    ratio=st.sampled_from([0.5, 1.0, 1.5, 4.0]), amount=st.integers(1, 50))
+def test_misfit_names_a_reason_exactly_when_the_amount_does_not_fit(
+        total, reserved, used, min_unit, max_unit, step_size, ratio, amount):
+    usage = inventory.InventoryUsage(total, reserved, min_unit, max_unit, step_size, ratio, used)
+    reason = usage.misfit(amount)
+    assert (reason is None) == usage.fits(amount)
+    if reason == "capacity":
+        assert used + amount > usage.capacity
+    elif reason is not None:
+        # the capacity is enough: the named unit rule is the one broken
+        assert used + amount <= usage.capacity
+        assert {"max_unit": amount > max_unit, "min_unit": amount < min_unit,
+                "step_size": amount % step_size != 0}[reason]
