@@ -256,7 +256,7 @@ class GaleraNode(PrivateMariaDB):
         while self.status("wsrep_local_state_comment") != "Synced":
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Galera node on port {self.port} did not join:\n"
-                                   f"{self.error_log()}")
+                                   f"{self.error_log()[-6000:]}")
             time.sleep(0.1)
 
     def status(self, name: str) -> str | None:
@@ -281,7 +281,7 @@ class GaleraNode(PrivateMariaDB):
     def error_log(self) -> str:
         try:
             with open(os.path.join(self.workdir, "error.log"), errors="replace") as log:
-                return log.read()[-6000:]
+                return log.read()
         except OSError:
             return ""
 
