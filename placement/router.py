@@ -178,6 +178,13 @@ class Dispatcher:
             return errors.from_domain_error(error)
         except webob.exc.HTTPException as error:
             return error
+        except db_exc.DBDeadlock as error:
+            # A write that lost its race (a deadlock, a Galera certification
+            # failure) every time placement.db.api retried it.
+            LOG.warning("Gave up retrying %s %s after deadlocks: %s",
+                        request.method, request.path_info, db_api.summary(error))
+            return errors.conflict("Another thread concurrently updated the data. "
+                                   "Please retry your update", errors.CONCURRENT_UPDATE)
         except (db_exc.DBConnectionError, db_api.CommitOutcomeUnknown) as error:
             LOG.warning("The database cannot be reached serving %s %s: %s",
                         request.method, request.path_info, db_api.summary(error))

@@ -16,7 +16,6 @@ gave to the ``report`` fixture (e.g. the stress test's claims per second).
 from __future__ import annotations
 
 import collections
-import os
 
 import pytest
 
@@ -33,21 +32,17 @@ _seconds_per_backend: collections.Counter = collections.Counter()
 _reported_lines: list[str] = []
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backend(name): the database backend the test runs on")
-    if _in_ci() and set(db.selected_backends()) != set(db.ALL_BACKENDS):
+    if db.in_ci() and set(db.selected_backends()) != set(db.ALL_BACKENDS):
         pytest.exit("PLACEMENT_TEST_BACKENDS may not narrow the backends under CI",
                     returncode=pytest.ExitCode.USAGE_ERROR)
     for backend in db.selected_backends():
         reason = db.server_unavailable_reason(backend)
         if reason is None:
             continue
-        if _in_ci():
+        if db.in_ci():
             pytest.exit(f"database backend {backend} is unavailable under CI: {reason}",
                         returncode=pytest.ExitCode.INTERNAL_ERROR)
         _unavailable[backend] = reason

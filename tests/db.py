@@ -46,6 +46,11 @@ SERVER_URLS = {
 CONNECT_TIMEOUT = 5
 
 
+def in_ci() -> bool:
+    """Under CI (``CI=true``) a missing database server fails the run."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def selected_backends() -> tuple[str, ...]:
     """The backends this run asks for (all of them unless narrowed)."""
     requested = os.environ.get("PLACEMENT_TEST_BACKENDS", "")

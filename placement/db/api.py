@@ -142,11 +142,15 @@ def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
                               isolation_level="READ COMMITTED", **pool_options)
 
     @event.listens_for(engine, "connect")
-    def _strict_mode(dbapi_connection, _record):
+    def _configure(dbapi_connection, record):
+        cursor = dbapi_connection.cursor()
         # Reject out-of-range or truncated values instead of silently storing
         # something else (as oslo.db does).
-        cursor = dbapi_connection.cursor()
         cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+        # A node of a Galera cluster (see _CAUSAL_WAIT); the variable is
+        # OFF on a server on its own, and unknown to MySQL.
+        cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        record.info[_GALERA] = cursor.fetchone() in (("wsrep_on", "ON"),)
         cursor.close()
 
     return engine
@@ -194,7 +198,11 @@ def _count_database_error(context: sa.engine.ExceptionContext) -> None:
 # server gone away, lost during query) and PostgreSQL SQLSTATEs (class 08,
 # connection exceptions; administrator or crash shutdown; cannot connect
 # now, as while the server starts or stops).
-_MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013})
+_MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013,
+                                # a Galera node not (or no longer) part of
+                                # the cluster's primary component: "WSREP has
+                                # not yet prepared node for application use"
+                                1047})
 _POSTGRESQL_SERVER_GONE = ("08", "57P01", "57P02", "57P03")
 
 
@@ -237,6 +245,27 @@ class CommitOutcomeUnknown(db_exc.DBError):
 
 # The first statement of a reader's transaction (MySQL: of the next one).
 _REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+# Connection info key: the connection is to a node of a Galera cluster.
+_GALERA = "placement.galera"
+
+# A Galera node applies the other nodes' writes asynchronously: read at
+# once, a transaction could miss a write another service host has already
+# acknowledged (a claim a DELETE must find, a provider change the
+# per-process provider copy must follow, a generation a client read
+# elsewhere). So every transaction on Galera first waits until its node has
+# applied everything the cluster committed before it began (a causal read:
+# one exchange in the cluster). Once per transaction is enough: a reader's
+# snapshot is taken after the wait (its first table read), and a writer's
+# READ COMMITTED statements see at least as much.
+_CAUSAL_WAIT = "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1"
+
+
+def _wait_for_cluster_writes(connection: sa.engine.Connection) -> None:
+    """On a Galera node, the first statement of a transaction: see
+    _CAUSAL_WAIT."""
+    if connection.info.get(_GALERA):
+        connection.exec_driver_sql(_CAUSAL_WAIT)
 
 
 class Database:
@@ -284,6 +313,7 @@ class Database:
                 # untranslated: a connection killed since the pool checked
                 # it must fail as a lost connection, to be read again.
                 connection.exec_driver_sql(_REPEATABLE_READ)
+                _wait_for_cluster_writes(connection)
             yield connection
 
     @contextlib.contextmanager
@@ -298,6 +328,7 @@ class Database:
             committing = False
             try:
                 with connection.begin():
+                    _wait_for_cluster_writes(connection)
                     yield connection
                     # last: the shard rows it locks are held until COMMIT
                     provider_changes.flush(connection)

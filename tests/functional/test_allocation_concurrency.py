@@ -11,6 +11,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 import webob
+from oslo_db import exception as db_exc
 
 from placement import conf as placement_conf
 from placement import deploy, microversion
@@ -204,3 +205,23 @@ def test_consumer_generation_race_is_reported_not_retried(database, monkeypatch)
             in error["detail"])
     assert len(reads) == 1
     assert _state(database) == (1, [(consumer_uuid, 1)])
+
+
+def test_deadlocks_past_the_retries_are_a_concurrent_update_conflict(database, monkeypatch):
+    """Every attempt loses its race as the server reports it (a deadlock, or
+    a Galera certification failure): 409, not 500, and nothing written."""
+    attempts = []
+
+    def always_deadlocked(connection, prepared, known_providers=None):
+        attempts.append(connection.get_transaction())
+        raise db_exc.DBDeadlock()
+
+    monkeypatch.setattr(allocation_obj, "write", always_deadlocked)
+    monkeypatch.setattr(database, "max_retries", 2)
+
+    response = _put_one_vcpu(_app(database), str(uuid.uuid4()))
+
+    assert response.status_int == 409
+    assert response.json["errors"][0]["code"] == "placement.concurrent_update"
+    assert len(attempts) == 3 and len(set(map(id, attempts))) == 3
+    assert _state(database) == (0, [])
