@@ -12,6 +12,7 @@ from collections.abc import Callable
 import webob
 
 from placement import errors, metrics, microversion, query, wsgi_util
+from placement.context import RequestContext
 from placement.microversion import Version
 from placement.objects import allocation_candidate, explain
 from placement.objects.allocation_candidate import (
@@ -37,12 +38,8 @@ MAPPINGS_FROM = (1, 34)
 
 @microversion.requires("1.10")
 def list_allocation_candidates(request: webob.Request) -> webob.Response:
-    wsgi_util.check_accept(request)
-    context = wsgi_util.context_of(request)
-    context.can("placement:allocation_candidates:list")
-    version = microversion.version_of(request)
-    groups, options = _search_request(request, version, schema.query_schema(version),
-                                      context.conf.placement)
+    context, version, groups, options = _searched(
+        request, "placement:allocation_candidates:list", schema.query_schema)
     with context.db.reader() as connection:
         candidates = allocation_candidate.find(connection, groups, options,
                                                summarize_all_classes=version >= ALL_CLASSES_FROM)
@@ -55,16 +52,27 @@ def explain_allocation_candidates(request: webob.Request) -> webob.Response:
     """GET /allocation_candidates/explain: the query of the candidates (and
     ``provider=<uuid>``, repeatable) answered with the funnel of its
     constraints instead of the candidates."""
-    wsgi_util.check_accept(request)
-    context = wsgi_util.context_of(request)
-    context.can("placement:allocation_candidates:explain")
-    version = microversion.version_of(request)
-    groups, options = _search_request(request, version, schema.explain_query_schema(version),
-                                      context.conf.placement)
+    context, _, groups, options = _searched(
+        request, "placement:allocation_candidates:explain", schema.explain_query_schema)
     provider_uuids = query.parse_provider_uuids(wsgi_util.query_values(request, "provider"))
     with context.db.reader() as connection:
         explanation = explain.explain(connection, groups, options, provider_uuids)
     return wsgi_util.json_response(request, dataclasses.asdict(explanation))
+
+
+def _searched(request: webob.Request, rule: str,
+              query_schema_of: Callable[[Version], dict]
+              ) -> tuple[RequestContext, Version, list[RequestGroup], SearchOptions]:
+    """The checks both candidate routes make (Accept, the policy ``rule``)
+    and their query, validated against ``query_schema_of`` the request's
+    version: the context, the version, the request groups and options."""
+    wsgi_util.check_accept(request)
+    context = wsgi_util.context_of(request)
+    context.can(rule)
+    version = microversion.version_of(request)
+    groups, options = _search_request(request, version, query_schema_of(version),
+                                      context.conf.placement)
+    return context, version, groups, options
 
 
 def _search_request(request: webob.Request, version: Version, query_schema: dict,
