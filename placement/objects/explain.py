@@ -557,13 +557,16 @@ def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Prov
             detailed = check(records[provider_id], True)
             in_groups[group.suffix] = RuledOut(reason, detailed[1] if detailed else "",
                                                group.suffix)
-    # Ruled out of the request when no group can use it, or its tree is out.
-    ruled_out = None
-    if all(verdict is not None for verdict in in_groups.values()):
-        ruled_out = next(iter(in_groups.values()))
-    if ruled_out is None:
-        ruled_out = tree_verdicts.get(provider.root_id)
     used_in = sum(1 for result in results
                   if any(provider_id in providers for providers in result.mappings.values()))
+    # Ruled out of the request when no group can use it, or its tree is
+    # out; never when a result uses it (a sharing provider's own tree may
+    # have no result of its own while it serves the results of others).
+    ruled_out = None
+    if not used_in:
+        if all(verdict is not None for verdict in in_groups.values()):
+            ruled_out = next(iter(in_groups.values()))
+        if ruled_out is None:
+            ruled_out = tree_verdicts.get(provider.root_id)
     return ProviderExplanation(uuid, True, snapshot.providers[provider.root_id].uuid, ruled_out,
                                in_groups, used_in)
