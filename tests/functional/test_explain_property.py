@@ -12,7 +12,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 
 from placement.objects import allocation_candidate, explain
-from tests.db import FreshDatabase
+from tests.db import FreshDatabase, in_ci
 from tests.functional.test_candidates_property import (
     AGGREGATES,
     requests,
@@ -22,7 +22,9 @@ from tests.functional.test_candidates_property import (
 )
 
 
-@settings(max_examples=60, deadline=None,
+# Fixed examples in CI (a run fails for what the change did, not for what a
+# draw happened to find); new ones at every run elsewhere.
+@settings(max_examples=60, deadline=None, derandomize=in_ci(), database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(), requests())
 def test_explanation_agrees_with_the_search(providers, request):
