@@ -29,7 +29,7 @@ from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
 from placement import metrics
-from placement.db import provider_changes, sqlite_writers
+from placement.db import sqlite_writers
 
 LOG = logging.getLogger(__name__)
 
@@ -330,15 +330,11 @@ class Database:
                 with connection.begin():
                     _wait_for_cluster_writes(connection)
                     yield connection
-                    # last: the shard rows it locks are held until COMMIT
-                    provider_changes.flush(connection)
                     committing = True
             except db_exc.DBConnectionError as error:
                 if committing:
                     raise CommitOutcomeUnknown(error) from error
                 raise
-            finally:
-                provider_changes.discard(connection)
 
     def retry_on_db_error(self, function: Callable[..., T]) -> Callable[..., T]:
         """Run ``function`` again (in a new transaction) after a deadlock, a

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import os
+from collections.abc import Callable, Iterator
 
 import os_resource_classes
 import os_traits
@@ -12,9 +16,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from oslo_db import exception as db_exc
+from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from placement.db import provider_changes, tables
+
+LOG = logging.getLogger(__name__)
 
 ALEMBIC_INI = os.path.join(os.path.dirname(__file__), "alembic.ini")
 
@@ -29,11 +36,163 @@ def _alembic_config(connection: sa.engine.Connection) -> Config:
 _MIGRATION_LOCK = 0x706C6163
 
 
-def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
-    """Create or upgrade the schema, then make sure the standard data exists.
+# The original placement service's alembic revisions (in its own
+# ``alembic_version`` table), as the schema of each release leaves them.
+ORIGINAL_REVISIONS = {
+    "b5c396305c25": "5.0.0 and older (no consumer types)",
+    "422ece571366": "6.0.0 (consumer types)",
+    "a082b8bb98d0": "16.0.0",
+}
+# The original's revision whose schema ours holds (with tables, columns and
+# triggers of our own that the original ignores): what ``alembic_version``
+# says once we have taken a database over, so that the original can be
+# started on it again.
+ORIGINAL_HEAD = "a082b8bb98d0"
+ORIGINAL_VERSION_TABLE = "alembic_version"
+# Our revisions, which databases made before our version table had its own
+# name keep in ``alembic_version``.
+_OUR_REVISIONS = ("0001", "0002", "0002_binary_collation", "0003", "0004", "0005")
+_LEGACY_RENAMED = {"0002": "0003"}  # the provider changes before the renumbering
 
-    Several workers may start at once on a fresh database (uwsgi lazy-apps):
-    they take turns, and those that come later find the schema at head."""
+
+class UnknownSchema(Exception):
+    """The database holds tables this code does not know how to take over."""
+
+
+@dataclasses.dataclass
+class Found:
+    """What a database holds: ``kind`` is "empty", "ours" (our revision in our
+    version table), "ours-legacy" (our revision in ``alembic_version``) or
+    "original" (a revision of the original service)."""
+
+    kind: str
+    revision: str | None
+    original_revision: str | None
+
+
+def _version(connection: sa.engine.Connection, table: str, names: set[str]) -> str | None:
+    if table not in names:
+        return None
+    return connection.scalar(sa.text(f"SELECT version_num FROM {table}"))
+
+
+def inspect_database(connection: sa.engine.Connection) -> Found:
+    names = set(sa.inspect(connection).get_table_names())
+    ours = _version(connection, tables.VERSION_TABLE, names)
+    theirs = _version(connection, ORIGINAL_VERSION_TABLE, names)
+    if ours is not None:
+        return Found("ours", ours, theirs)
+    if theirs in _OUR_REVISIONS:
+        return Found("ours-legacy", _LEGACY_RENAMED.get(theirs, theirs), None)
+    if theirs in ORIGINAL_REVISIONS:
+        return Found("original", None, theirs)
+    if theirs is not None:
+        raise UnknownSchema(
+            f"The database's alembic_version is {theirs!r}: neither a revision of ours nor "
+            "one of the original placement service's that this release knows "
+            f"({', '.join(f'{rev}: {release}' for rev, release in ORIGINAL_REVISIONS.items())}). "
+            "Nothing was changed.")
+    if "resource_providers" in names:
+        raise UnknownSchema("The database has placement tables but no schema revision "
+                            "(no alembic_version table): nothing was changed.")
+    return Found("empty", None, None)
+
+
+# -- Taking over the original's database -------------------------------------
+#
+# The original's schema at 16.0.0 is our first revision's (our tables
+# declare the same names, columns, keys and indexes), so a database of the
+# original is brought to our revision 0001 by what older releases lack,
+# then migrated like ours. Each step looks at the database, not at the
+# revision: it is done only where needed.
+
+def _index_names(connection: sa.engine.Connection, table: str) -> set[str]:
+    return {index["name"] for index in sa.inspect(connection).get_indexes(table)
+            if not index.get("duplicates_constraint")}
+
+
+def _extra_indexes(connection: sa.engine.Connection) -> list[tuple[str, str]]:
+    """(table, index) of the original's older releases that our schema (and
+    the original's own newer releases) do not have: they only slow writes."""
+    extra = []
+    for table in tables.metadata.sorted_tables:
+        if not sa.inspect(connection).has_table(table.name):
+            continue
+        ours = {index.name for index in table.indexes}
+        extra += [(table.name, name) for name in sorted(_index_names(connection, table.name) - ours)
+                  if not name.startswith("sqlite_autoindex")]
+    return extra
+
+
+@dataclasses.dataclass
+class Step:
+    """One change a takeover makes; ``rows`` it touches, for the estimate."""
+
+    description: str
+    rows: int = 0
+
+
+def _count(connection: sa.engine.Connection, table: str) -> int:
+    return connection.scalar(sa.text(f"SELECT COUNT(*) FROM {table}"))
+
+
+def _adoption_steps(connection: sa.engine.Connection) -> list[tuple[Step, Callable | None]]:
+    """What brings a database of the original to our revision 0001, each
+    with the function that does it."""
+    inspector = sa.inspect(connection)
+    dialect = connection.dialect.name
+    steps: list[tuple[Step, Callable | None]] = []
+    if not inspector.has_table("consumer_types"):
+        steps.append((Step("create table consumer_types (consumer types, 1.38)"),
+                      lambda: tables.consumer_types.create(connection)))
+    if "consumer_type_id" not in {column["name"] for column in inspector.get_columns("consumers")}:
+        def add_consumer_type() -> None:
+            if dialect == "sqlite":
+                connection.exec_driver_sql(
+                    "ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER "
+                    "REFERENCES consumer_types (id)")
+            else:
+                connection.exec_driver_sql(
+                    "ALTER TABLE consumers ADD COLUMN consumer_type_id INTEGER NULL")
+                connection.exec_driver_sql(
+                    "ALTER TABLE consumers ADD CONSTRAINT consumers_consumer_type_id_fkey "
+                    "FOREIGN KEY (consumer_type_id) REFERENCES consumer_types (id)")
+            connection.exec_driver_sql(
+                "CREATE INDEX consumers_consumer_type_id_idx ON consumers (consumer_type_id)")
+        steps.append((Step("add column consumers.consumer_type_id, its index and foreign key",
+                           _count(connection, "consumers")), add_consumer_type))
+    for table, index in _extra_indexes(connection):
+        statement = (f"DROP INDEX {index} ON {table}" if dialect == "mysql"
+                     else f"DROP INDEX {index}")
+        steps.append((Step(f"drop index {index} of {table} (not in the current schema)",
+                           _count(connection, table)),
+                      functools.partial(connection.exec_driver_sql, statement)))
+    nulls = connection.scalar(sa.text(
+        "SELECT COUNT(*) FROM resource_providers WHERE generation IS NULL"))
+    if nulls:
+        steps.append((Step(f"set the generation of {nulls} providers without one to 0", nulls),
+                      functools.partial(connection.exec_driver_sql,
+                                        "UPDATE resource_providers SET generation = 0 "
+                                        "WHERE generation IS NULL")))
+    return steps
+
+
+def _set_original_revision(connection: sa.engine.Connection, revision: str) -> None:
+    """``alembic_version`` says ``revision``, created if missing."""
+    if not sa.inspect(connection).has_table(ORIGINAL_VERSION_TABLE):
+        connection.exec_driver_sql(
+            f"CREATE TABLE {ORIGINAL_VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
+            f"CONSTRAINT {ORIGINAL_VERSION_TABLE}_pkc PRIMARY KEY (version_num))")
+    connection.execute(sa.text(f"DELETE FROM {ORIGINAL_VERSION_TABLE}"))
+    connection.execute(sa.text(f"INSERT INTO {ORIGINAL_VERSION_TABLE} (version_num) "
+                               "VALUES (:revision)"), {"revision": revision})
+
+
+@contextlib.contextmanager
+def _migrating(engine: sa.engine.Engine) -> Iterator[sa.engine.Connection]:
+    """A transaction holding the migration lock: several workers may start
+    at once on a fresh database (uwsgi lazy-apps); they take turns, and
+    those that come later find the schema at head."""
     backend = engine.dialect.name
     with engine.connect() as connection:
         if backend == "sqlite":
@@ -43,10 +202,70 @@ def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
                 connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"))
             elif backend == "mysql":
                 connection.execute(sa.text(f"SELECT GET_LOCK('{_MIGRATION_LOCK}', 600)"))
-            command.upgrade(_alembic_config(connection), revision)
+            yield connection
         if backend == "mysql":
             connection.execute(sa.text(f"SELECT RELEASE_LOCK('{_MIGRATION_LOCK}')"))
+
+
+def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
+    """Create, upgrade or take over the schema, then make sure the standard
+    data exists and the derived state is computed from the rows.
+
+    A database of the original service is taken over in place (its rows
+    untouched, its ``alembic_version`` left at the original's revision of
+    the same schema); one of ours made before our version table had its own
+    name gets it."""
+    with _migrating(engine) as connection:
+        found = inspect_database(connection)
+        config = _alembic_config(connection)
+        if found.kind == "original":
+            for step, change in _adoption_steps(connection):
+                LOG.info("Taking over the original's database: %s", step.description)
+                change()
+            command.stamp(config, "0001")
+        elif found.kind == "ours-legacy":
+            connection.execute(sa.text(f"DELETE FROM {ORIGINAL_VERSION_TABLE}"))
+            command.stamp(config, found.revision)
+        command.upgrade(config, revision)
+        if found.kind == "original":
+            _set_original_revision(connection, ORIGINAL_HEAD)
     sync_standard_data(engine)
+    if revision == "head":
+        recompute_derived(engine)
+
+
+_inv = tables.inventories
+_alloc = tables.allocations
+_SUM_OF_ALLOCATIONS = (sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0))
+                       .where(_alloc.c.resource_provider_id == _inv.c.resource_provider_id,
+                              _alloc.c.resource_class_id == _inv.c.resource_class_id)
+                       .scalar_subquery())
+
+
+def recompute_derived(engine: sa.engine.Engine) -> int:
+    """Compute ``inventories.used`` from the allocations, and make every
+    process reload its provider copy: whatever wrote the database before
+    (the original service, an operator), our derived state is then right.
+    Writers of allocations wait meanwhile (the triggers keep the usages
+    from the next write on). Returns how many usages were wrong."""
+    backend = engine.dialect.name
+    options = {"isolation_level": "REPEATABLE READ"} if backend == "mysql" else {}
+    with engine.connect().execution_options(**options) as connection:
+        if backend == "sqlite":
+            connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
+        with connection.begin():
+            if backend == "postgresql":
+                connection.exec_driver_sql("LOCK TABLE allocations IN SHARE MODE")
+            elif backend == "mysql":
+                # next-key locks over the whole table: no allocation row
+                # can be added, changed or removed until COMMIT
+                connection.exec_driver_sql("SELECT COUNT(*) FROM allocations LOCK IN SHARE MODE")
+            wrong = _inv.c.used != _SUM_OF_ALLOCATIONS
+            count = connection.scalar(sa.select(sa.func.count()).select_from(_inv).where(wrong))
+            if count:
+                connection.execute(sa.update(_inv).where(wrong).values(used=_SUM_OF_ALLOCATIONS))
+            provider_changes.request_reload(connection)
+    return count
 
 
 def stamp(engine: sa.engine.Engine, revision: str = "head") -> None:
@@ -56,7 +275,8 @@ def stamp(engine: sa.engine.Engine, revision: str = "head") -> None:
 
 def current_revision(engine: sa.engine.Engine) -> str | None:
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        return MigrationContext.configure(
+            connection, opts={"version_table": tables.VERSION_TABLE}).get_current_revision()
 
 
 def head_revision() -> str | None:
@@ -90,7 +310,7 @@ def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict],
 
 def sync_standard_data(engine: sa.engine.Engine) -> None:
     """Every standard resource class (id = its index), standard trait and
-    provider change shard."""
+    provider change shard (the reload shard included)."""
     _insert_missing(
         engine,
         tables.resource_classes,
@@ -102,5 +322,6 @@ def sync_standard_data(engine: sa.engine.Engine) -> None:
     # the counters of provider changes (placement.db.provider_changes),
     # which writers only ever update
     _insert_missing(engine, tables.provider_change_shards,
-                    [{"shard": shard, "version": 0} for shard in range(provider_changes.SHARDS)],
+                    [{"shard": shard, "version": 0}
+                     for shard in range(provider_changes.RELOAD_SHARD + 1)],
                     key="shard")

@@ -9,6 +9,10 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
+# Where alembic keeps our schema revision (``alembic_version`` is the
+# original service's; placement.db.migration).
+VERSION_TABLE = "placement_alembic_version"
+
 # Unicode names need utf8mb4 whatever the MySQL database's default charset
 # is; a binary NO PAD collation (MariaDB's) compares uuids and names exactly,
 # as SQLite and PostgreSQL do (migration 0002_binary_collation).

@@ -8,7 +8,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from placement import exceptions
-from placement.db import provider_changes, tables
+from placement.db import tables
 from placement.objects import resource_provider as rp_obj
 from placement.objects.resource_provider import ResourceProvider
 
@@ -70,9 +70,7 @@ def _linked_ids(connection: sa.engine.Connection, provider: ResourceProvider) ->
 
 def replace(connection: sa.engine.Connection, provider: ResourceProvider,
             uuids: list[str]) -> None:
-    """Make ``uuids`` exactly the provider's aggregates (kept as given).
-    Below 1.19 no generation moves, so the provider caches are told here."""
-    provider_changes.record(connection, [provider.id])
+    """Make ``uuids`` exactly the provider's aggregates (kept as given)."""
     wanted = _ids_creating_missing(connection, uuids) if uuids else {}
     rp_obj.replace_links(connection, _rp_agg.c.aggregate_id, provider,
                          _linked_ids(connection, provider), wanted.values())

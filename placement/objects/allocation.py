@@ -67,17 +67,17 @@ class ProviderGenerationRace(ConcurrentWrite):
                          "data. Please retry your update")
 
 
-# -- Capacity and usage (the one place allocation writes read and keep them)
+# -- Capacity and usage (the one place allocation writes read them)
 #
 # Every inventory row carries ``used``, the sum of its allocations, kept by
-# the two writers of allocations below in the transaction that changes
-# them: readers get a provider's usage in one row instead of summing its
-# allocations, however many consumers it serves. Writers of one inventory
-# are serialised by its row lock (the UPDATE adds a difference, computed
-# from the allocations the writer has locked), so no change is lost.
+# the database's triggers (placement.db.triggers) in the transaction that
+# changes the allocations, whoever writes them: readers get a provider's
+# usage in one row instead of summing its allocations, however many
+# consumers it serves.
 
 # The allocations of some consumers, locked until COMMIT: what the write
-# replaces (and subtracts from the usages) is exactly what it deletes.
+# replaces (and subtracts from the usages it checks) is exactly what it
+# deletes.
 _HELD = db_api.SizedStatement(lambda consumer_uuids: (
     sa.select(_allocation.c.resource_provider_id, _allocation.c.resource_class_id,
               _allocation.c.used)
@@ -93,30 +93,6 @@ def _held(connection: sa.engine.Connection, consumer_uuids: list[str]
     for provider_id, class_id, used in rows:
         held[provider_id, class_id] += used
     return held, len(rows)
-
-
-_ADD_USAGE = (
-    sa.update(_inventory)
-    .where(_inventory.c.resource_provider_id == sa.bindparam("target_provider"),
-           _inventory.c.resource_class_id == sa.bindparam("target_class"))
-    .values(used=_inventory.c.used + sa.bindparam("difference")))
-
-
-def _keep_usages(connection: sa.engine.Connection, removed: Mapping[Key, int],
-                 added: Iterable[dict]) -> None:
-    """Move the inventories' ``used`` by what was removed and added (rows
-    of the allocations table), in one statement."""
-    differences: dict[Key, int] = collections.defaultdict(int)
-    for key, amount in removed.items():
-        differences[key] -= amount
-    for row in added:
-        differences[row["resource_provider_id"], row["resource_class_id"]] += row["used"]
-    changes = [{"target_provider": provider_id, "target_class": class_id,
-                "difference": difference}
-               for (provider_id, class_id), difference in sorted(differences.items())
-               if difference]
-    if changes:
-        connection.execute(_ADD_USAGE, changes)
 
 
 # Every inventory of some providers in some classes, with its usage.
@@ -229,7 +205,7 @@ def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
     generations are left alone (as upstream does)."""
     parameters = {"consumer_uuid": consumer_uuid}
     with db.writer() as connection:
-        held, rows = _held(connection, [consumer_uuid])
+        _, rows = _held(connection, [consumer_uuid])
         if not rows:
             raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
         if connection.execute(_DELETE_HELD, parameters).rowcount != rows:
@@ -238,7 +214,6 @@ def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
             raise exceptions.NotFound(
                 f"Allocation for consumer with id {consumer_uuid} not found. error: "
                 "the allocations were deleted by another request")
-        _keep_usages(connection, held, [])
         connection.execute(_DELETE_CONSUMER, parameters)
 
 
@@ -471,6 +446,11 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     inventories, previously_used = inventory_usages(connection, provider_ids, class_ids, held)
     _check_inventory_present(records, inventories)
     _check_capacity(records, inventories, previously_used)
+    # Before the allocation rows: every writer takes a provider's lock
+    # before its inventories' (which the triggers of the allocation rows
+    # update), so that allocation writers do not deadlock each other.
+    _increment_provider_generations(connection,
+                                    [providers[provider_id] for provider_id in provider_ids])
     if connection.execute(*_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids)
                           ).rowcount != held_rows:
         # They were locked: only a backend that does not lock them (none
@@ -485,11 +465,6 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     ]
     if new_rows:
         connection.execute(_INSERT_ALLOCATIONS, new_rows)
-    _increment_provider_generations(connection,
-                                    [providers[provider_id] for provider_id in provider_ids])
-    # after the providers' rows: every writer takes a provider's lock before
-    # its inventories' (a release, which names no provider, locks them here)
-    _keep_usages(connection, held, new_rows)
     try:
         consumer_obj.increment_generations(connection, prepared.consumers)
     except exceptions.ConcurrentUpdate as error:

@@ -242,16 +242,10 @@ def delete(connection: sa.engine.Connection, provider: ResourceProvider,
 
 def _insert(connection: sa.engine.Connection, provider: ResourceProvider, class_id: int,
             inventory: Inventory) -> None:
-    # ``used`` starts at what is allocated already: nothing, unless a
-    # database written before usages were kept holds allocations of a class
-    # the provider had no inventory of
-    allocated = (sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0))
-                 .where(_alloc.c.resource_provider_id == provider.id,
-                        _alloc.c.resource_class_id == class_id)
-                 .scalar_subquery())
+    # ``used`` is set by the database (placement.db.triggers)
     connection.execute(sa.insert(_inv).values(
         resource_provider_id=provider.id, resource_class_id=class_id,
-        created_at=timeutils.utcnow(), used=allocated, **inventory.fields()))
+        created_at=timeutils.utcnow(), **inventory.fields()))
 
 
 def _update(connection: sa.engine.Connection, provider: ResourceProvider, class_id: int,

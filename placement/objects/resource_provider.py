@@ -22,7 +22,7 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from placement import exceptions
-from placement.db import provider_changes, tables
+from placement.db import tables
 from placement.objects.generation import compare_and_swap
 
 _rp = tables.resource_providers
@@ -163,10 +163,9 @@ def increment_generation(connection: sa.engine.Connection, provider: ResourcePro
     rolled back.
 
     Every write of the provider's own facts (inventories, traits,
-    aggregates at 1.19+) comes here first, so this is also where the
-    provider caches are told (allocation writes move generations through
-    ``compare_and_swap`` alone: no cache keeps usages)."""
-    provider_changes.record(connection, [provider.id])
+    aggregates at 1.19+) comes here first. The provider caches learn of
+    those facts from the database's triggers, not from here
+    (placement.db.triggers)."""
     if not compare_and_swap(connection, _rp, [provider]):
         raise exceptions.ConcurrentUpdate(
             f"resource provider generation conflict: {provider.uuid} was changed "
@@ -257,7 +256,6 @@ def create(connection: sa.engine.Connection, name: str, uuid: str,
     if parent is None:
         connection.execute(
             sa.update(_rp).where(_rp.c.id == provider_id).values(root_provider_id=provider_id))
-    provider_changes.record(connection, [provider_id])
     return get_by_uuid(connection, uuid)
 
 
@@ -288,7 +286,6 @@ def _move_subtree(connection: sa.engine.Connection, provider: ResourceProvider,
                        .values(root_provider_id=new_root_id))
     connection.execute(sa.update(_rp).where(_rp.c.id == provider.id)
                        .values(parent_provider_id=parent.id if parent else None))
-    provider_changes.record(connection, subtree)
 
 
 def _check_new_parent(connection: sa.engine.Connection, provider: ResourceProvider,
@@ -385,7 +382,6 @@ def delete(connection: sa.engine.Connection, uuid: str) -> None:
     if connection.execute(sa.delete(_rp).where(_rp.c.id == provider.id)).rowcount != 1:
         # A concurrent delete got there after our read (MySQL, PostgreSQL).
         raise exceptions.NotFound(not_found)
-    provider_changes.record(connection, [provider.id])
 
 
 # -- filters ---------------------------------------------------------------

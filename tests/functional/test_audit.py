@@ -122,19 +122,19 @@ def test_allocations_of_a_class_without_inventory(api, database, capsys):
     assert report["findings"]["over_capacity"] == []
 
 
-def test_consumers_without_allocations_and_kept_usages(api, database, capsys):
+def test_consumers_without_allocations(api, database, capsys):
     provider = api.provider("cn1", VCPU=8)
     emptied, kept = str(uuid.uuid4()), str(uuid.uuid4())
     claim(api, emptied, {provider: {"VCPU": 1}})
     claim(api, kept, {provider: {"VCPU": 2}})
-    # The allocations go, the consumer record and the kept usage stay.
+    # The allocations go, the consumer record stays; the kept usage follows
+    # the allocations whoever deletes them (placement.db.triggers).
     behind_the_api(database, sa.delete(_alloc).where(_alloc.c.consumer_id == emptied))
     code, report = run_audit(capsys)
     assert code == 1
     assert report["findings"]["empty_consumers"] == [
         {"consumer_uuid": emptied, **PROJECT, "generation": 1}]
-    assert report["findings"]["usage_mismatches"] == [
-        {"provider_uuid": provider, "resource_class": "VCPU", "kept": 3, "actual": 2}]
+    assert report["findings"]["usage_mismatches"] == []
 
 
 def test_kept_usage_changed_behind_the_api(api, database, capsys):
@@ -216,11 +216,16 @@ def test_fix_removes_empty_consumers_recomputes_usages_and_leaves_allocations(
                                "resources": {"VCPU": 1}}]}, version="placement 1.7")
     api.call("PUT", f"/resource_providers/{provider}/inventories/VCPU",
              {"resource_provider_generation": api.generation(provider), "total": 4})
+    vcpu = (_inv.c.resource_provider_id == provider_id(database, provider),
+            _inv.c.resource_class_id == class_id(database, "VCPU"))
     behind_the_api(
         database,
         sa.delete(_alloc).where(_alloc.c.consumer_id == emptied),
         sa.delete(_inv).where(_inv.c.resource_provider_id == provider_id(database, provider),
-                              _inv.c.resource_class_id == class_id(database, "DISK_GB")))
+                              _inv.c.resource_class_id == class_id(database, "DISK_GB")),
+        # the kept usage as before the delete: drift only SQL writing the
+        # derived column itself can make
+        sa.update(_inv).where(*vcpu).values(used=8))
     allocations_before = rows(database, _alloc)
     code, report = run_audit(capsys, "--fix")
     assert code == 1  # it found something, even if it repaired some of it
@@ -246,7 +251,8 @@ def test_fix_says_what_it_did(api, database, capsys):
     provider = api.provider("cn1", VCPU=8)
     emptied = str(uuid.uuid4())
     claim(api, emptied, {provider: {"VCPU": 1}})
-    behind_the_api(database, sa.delete(_alloc).where(_alloc.c.consumer_id == emptied))
+    behind_the_api(database, sa.delete(_alloc).where(_alloc.c.consumer_id == emptied),
+                   sa.update(_inv).values(used=1))  # drift of the derived column itself
     capsys.readouterr()
     assert manage.main(["audit", "--fix"]) == 1
     output = capsys.readouterr().out
@@ -267,7 +273,8 @@ def test_repair_leaves_what_changed_since_the_audit(api, database):
     provider = api.provider("cn1", VCPU=8)
     emptied = str(uuid.uuid4())
     claim(api, emptied, {provider: {"VCPU": 1}})
-    behind_the_api(database, sa.delete(_alloc).where(_alloc.c.consumer_id == emptied))
+    behind_the_api(database, sa.delete(_alloc).where(_alloc.c.consumer_id == emptied),
+                   sa.update(_inv).values(used=1))  # drift of the derived column itself
     report = audit.run(database.db, PLACEHOLDER, PLACEHOLDER)
     assert [consumer.consumer_uuid for consumer in report.empty_consumers] == [emptied]
     assert len(report.usage_mismatches) == 1

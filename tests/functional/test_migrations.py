@@ -20,10 +20,11 @@ def _collation_differences(connection: sa.engine.Connection) -> list[tuple]:
     wanted = tables.MYSQL_TABLE_OPTIONS["mysql_collate"]
     rows = connection.execute(sa.text(
         "SELECT table_name, table_collation FROM information_schema.tables "
-        "WHERE table_schema = DATABASE() AND table_name <> 'alembic_version' "
+        "WHERE table_schema = DATABASE() AND table_name <> :version_table "
         "UNION ALL SELECT CONCAT(table_name, '.', column_name), collation_name "
         "FROM information_schema.columns WHERE table_schema = DATABASE() "
-        "AND table_name <> 'alembic_version' AND collation_name IS NOT NULL"))
+        "AND table_name <> :version_table AND collation_name IS NOT NULL"),
+        {"version_table": tables.VERSION_TABLE})
     found = {name: collation for name, collation in rows}
     assert set(tables.metadata.tables) <= set(found)
     return [(name, collation) for name, collation in found.items() if collation != wanted]
@@ -36,7 +37,8 @@ def test_migrations_from_empty_to_head_match_the_models(backend):
         assert migration.current_revision(engine) == migration.head_revision()
         with engine.connect() as connection:
             context = MigrationContext.configure(
-                connection, opts={"compare_type": True, "compare_server_default": True})
+                connection, opts={"compare_type": True, "compare_server_default": True,
+                              "version_table": tables.VERSION_TABLE})
             differences = compare_metadata(context, tables.metadata)
             if backend == "mysql":
                 differences += _collation_differences(connection)
@@ -76,7 +78,7 @@ def test_a_fresh_database_holds_only_the_standard_data(backend):
                 elif table is tables.traits:
                     assert _count(connection, table) == len(os_traits.get_traits())
                 elif table is tables.provider_change_shards:
-                    assert _count(connection, table) == provider_changes.SHARDS
+                    assert _count(connection, table) == provider_changes.RELOAD_SHARD + 1
                 else:
                     assert _count(connection, table) == 0, table.name
     finally:
