@@ -10,7 +10,7 @@ from oslo_config import cfg
 
 from placement import conf as placement_conf
 from placement.db import api as db_api
-from placement.db import migration
+from placement.db import migration, provider_changes
 from placement.objects import audit
 
 
@@ -25,7 +25,38 @@ def database_engine(conf: cfg.ConfigOpts) -> sa.engine.Engine:
 
 
 def db_sync(conf: cfg.ConfigOpts) -> int:
-    migration.upgrade(database_engine(conf))
+    """Create, upgrade or take over the schema (``--check``: only say what
+    that would do)."""
+    engine = database_engine(conf)
+    try:
+        if conf.command.check:
+            plan = migration.plan(engine)
+            print(plan.report())
+            return 1 if plan.refusals else 0
+        migration.upgrade(engine)
+    except migration.UnknownSchema as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+def db_handback(conf: cfg.ConfigOpts) -> int:
+    """Leave the database ready for the original placement service."""
+    try:
+        done = migration.hand_back(database_engine(conf))
+    except migration.UnknownSchema as error:
+        print(error, file=sys.stderr)
+        return 2
+    print("\n".join(done))
+    return 0
+
+
+def reload(conf: cfg.ConfigOpts) -> int:
+    """Make every placement process reload its provider copy at its next
+    request (after SQL that the triggers did not see, e.g. a restore)."""
+    with database_engine(conf).begin() as connection:
+        provider_changes.request_reload(connection)
+    print("Every placement process reloads its provider copy at its next request.")
     return 0
 
 
@@ -121,8 +152,15 @@ def _add_commands(subparsers) -> None:
     db = subparsers.add_parser("db", help="Database schema commands.")
     db_commands = db.add_subparsers(dest="db_command")
     db_commands.required = True
-    sync = db_commands.add_parser("sync", help="Create or upgrade the schema to the newest.")
+    sync = db_commands.add_parser(
+        "sync", help="Create or upgrade the schema to the newest; takes over a database of "
+        "the original placement service in place.")
+    sync.add_argument("--check", action="store_true",
+                      help="Only say what it would change and how long it should take.")
     sync.set_defaults(func=db_sync)
+    handback = db_commands.add_parser(
+        "handback", help="Leave the database ready for the original placement service.")
+    handback.set_defaults(func=db_handback)
     version = db_commands.add_parser("version", help="Print the schema revision.")
     version.set_defaults(func=db_version)
     stamp = db_commands.add_parser("stamp", help="Record a revision without migrating.")
@@ -136,6 +174,9 @@ def _add_commands(subparsers) -> None:
         help="Remove consumers without allocations and recompute kept usages (derived "
         "data); nothing else, allocations never.")
     audit_parser.set_defaults(func=audit_database)
+    reload_parser = subparsers.add_parser(
+        "reload", help="Make every placement process reload its provider copy.")
+    reload_parser.set_defaults(func=reload)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -130,6 +130,7 @@ class Step:
 
     description: str
     rows: int = 0
+    cost: str = "default"  # the kind of work, for _SECONDS_PER_ROW
 
 
 def _count(connection: sa.engine.Connection, table: str) -> int:
@@ -217,6 +218,13 @@ def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
     name gets it."""
     with _migrating(engine) as connection:
         found = inspect_database(connection)
+        if engine.dialect.name == "mysql" and found.kind != "empty" and _collation_steps(
+                connection):
+            collisions = _collisions(connection)
+            if collisions:
+                raise CollationCollision(
+                    "These rows would collide under the binary collation, nothing was "
+                    "changed: " + "; ".join(collisions))
         config = _alembic_config(connection)
         if found.kind == "original":
             for step, change in _adoption_steps(connection):
@@ -232,6 +240,147 @@ def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
     sync_standard_data(engine)
     if revision == "head":
         recompute_derived(engine)
+
+
+# Rough costs per row on 2 cores, from the takeover of a database of
+# 20 000 computes (README "Switching from the original service"): a
+# MariaDB table copy for the collation change, the usage recompute, an
+# index build or drop.
+_SECONDS_PER_ROW = {"collation": 2e-5, "usages": 5e-6, "default": 2e-6}
+
+
+def _collation_steps(connection: sa.engine.Connection) -> list[Step]:
+    """MariaDB: the tables whose collation the change to binary copies."""
+    wanted = tables.MYSQL_TABLE_OPTIONS["mysql_collate"]
+    rows = connection.execute(sa.text(
+        "SELECT table_name, table_collation FROM information_schema.tables "
+        "WHERE table_schema = DATABASE()")).all()
+    return [Step(f"convert table {table} from {collation} to {wanted} (copies the table; "
+                 "reads go on, writes wait)", _count(connection, table), "collation")
+            for table, collation in rows
+            if table in tables.metadata.tables and collation != wanted]
+
+
+def _collisions(connection: sa.engine.Connection) -> list[str]:
+    """Unique text values that would become equal under the binary
+    collation (none can: a binary collation tells apart every pair of
+    strings any other tells apart; checked all the same)."""
+    wanted = tables.MYSQL_TABLE_OPTIONS["mysql_collate"]
+    found = []
+    for table in tables.metadata.sorted_tables:
+        for constraint in table.constraints:
+            if not isinstance(constraint, sa.UniqueConstraint):
+                continue
+            columns = [column.name for column in constraint.columns
+                       if isinstance(column.type, sa.String)]
+            if len(columns) != 1 or not sa.inspect(connection).has_table(table.name):
+                continue
+            column = columns[0]
+            duplicates = connection.execute(sa.text(
+                f"SELECT CONVERT({column} USING utf8mb4) COLLATE {wanted} AS value, COUNT(*) "
+                f"FROM {table.name} GROUP BY value HAVING COUNT(*) > 1")).all()
+            found += [f"{table.name}.{column} = {value!r} ({count} rows)"
+                      for value, count in duplicates]
+    return found
+
+
+@dataclasses.dataclass
+class Plan:
+    """What ``upgrade`` would do to a database, and how long it should take."""
+
+    found: Found
+    steps: list[Step]
+    refusals: list[str]
+
+    @property
+    def seconds(self) -> float:
+        return sum(step.rows * _SECONDS_PER_ROW[step.cost] for step in self.steps)
+
+    def report(self) -> str:
+        found = self.found
+        if found.kind == "original":
+            head = (f"Found a database of the original placement service at revision "
+                    f"{found.original_revision} ({ORIGINAL_REVISIONS[found.original_revision]}).")
+        elif found.kind == "empty":
+            head = "Found an empty database: the schema would be created."
+        else:
+            head = f"Found a database of ours at revision {found.revision}."
+        lines = [head]
+        if self.refusals:
+            lines.append("Refused: these rows would collide under the new collation:")
+            lines += [f"  - {refusal}" for refusal in self.refusals]
+            return "\n".join(lines)
+        lines.append("It would:" if self.steps else "Nothing to change.")
+        lines += [f"  - {step.description}" + (f" [{step.rows} rows]" if step.rows else "")
+                  for step in self.steps]
+        lines.append(f"Expected time: about {max(self.seconds, 1):.0f} s.")
+        return "\n".join(lines)
+
+
+def _pending_revisions(connection: sa.engine.Connection, since: str | None) -> list[str]:
+    script = ScriptDirectory.from_config(_alembic_config(connection))
+    revisions = list(script.iterate_revisions("head", since))
+    def summary(doc: str) -> str:
+        first_paragraph = " ".join(doc.split("\n\n")[0].split())
+        return first_paragraph.split(". ")[0].rstrip(".")
+
+    return [f"migration {revision.revision}: {summary(revision.doc)}"
+            for revision in reversed(revisions)]
+
+
+def plan(engine: sa.engine.Engine) -> Plan:
+    """What ``upgrade`` would change, without changing anything."""
+    with engine.connect() as connection:
+        found = inspect_database(connection)
+        steps: list[Step] = []
+        refusals: list[str] = []
+        if found.kind == "original":
+            steps += [step for step, _ in _adoption_steps(connection)]
+        since = {"original": "0001", "empty": None}.get(found.kind, found.revision)
+        steps += [Step(description) for description in _pending_revisions(connection, since)]
+        if engine.dialect.name == "mysql" and found.kind != "empty":
+            converted = _collation_steps(connection)
+            steps += converted
+            refusals = _collisions(connection) if converted else []
+        if found.kind != "empty":
+            steps.append(Step("recompute the kept usages (inventories.used) from the "
+                              "allocations; writers of allocations wait meanwhile",
+                              _count(connection, "allocations")
+                              + _count(connection, "inventories"), "usages"))
+            steps.append(Step("make every process reload its provider copy"))
+        return Plan(found, steps, refusals)
+
+
+class CollationCollision(UnknownSchema):
+    """Rows that the collation change would make equal: nothing was changed."""
+
+
+def hand_back(engine: sa.engine.Engine) -> list[str]:
+    """Leave the database so that the original service (16.0.0) starts on
+    it and serves everything in it; returns what was done. Our triggers
+    and tables stay: the original does not read them, and the triggers keep
+    our derived state right while it writes (``db sync`` recomputes it
+    anyway when we take the database over again)."""
+    with _migrating(engine) as connection:
+        found = inspect_database(connection)
+        if found.kind != "ours" or found.revision != head_revision():
+            raise UnknownSchema(f"The schema is not at our head revision ({found.kind}, "
+                                f"{found.revision}): run placement-manage db sync first.")
+        _set_original_revision(connection, ORIGINAL_HEAD)
+        done = [f"{ORIGINAL_VERSION_TABLE} says {ORIGINAL_HEAD}, the original's revision of "
+                "this schema (its db sync and its start-up find nothing to migrate)."]
+        if engine.dialect.name == "postgresql":
+            for table in tables.metadata.sorted_tables:
+                sequence = connection.scalar(sa.text("SELECT pg_get_serial_sequence(:t, 'id')"),
+                                             {"t": table.name}) if "id" in table.c else None
+                if sequence:
+                    connection.execute(sa.text(
+                        f"SELECT setval(:sequence, GREATEST((SELECT MAX(id) FROM {table.name}), "
+                        "1))"), {"sequence": sequence})
+            done.append("Every id sequence is past the ids in its table.")
+        done.append("Kept: our tables and triggers, which the original ignores (the "
+                    "triggers keep our derived state right while it writes).")
+    return done
 
 
 _inv = tables.inventories
