@@ -107,8 +107,10 @@ def inspect_database(connection: sa.engine.Connection) -> Found:
 # revision: it is done only where needed.
 
 def _index_names(connection: sa.engine.Connection, table: str) -> set[str]:
+    """The plain indexes of ``table`` (not those of unique constraints,
+    which MySQL reports as indexes too)."""
     return {index["name"] for index in sa.inspect(connection).get_indexes(table)
-            if not index.get("duplicates_constraint")}
+            if not index.get("unique") and not index.get("duplicates_constraint")}
 
 
 def _extra_indexes(connection: sa.engine.Connection) -> list[tuple[str, str]]:
