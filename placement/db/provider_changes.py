@@ -84,7 +84,7 @@ def changed_since(connection: sa.engine.Connection, seen: Mapping[int, int],
     """The providers changed between the versions ``seen`` and ``now`` (of
     this transaction); None when some of those changes are no longer kept."""
     if any(version < seen.get(shard, 0) for shard, version in now.items()):
-        return None  # a database restored from an older backup
+        return None  # a database restored from an older backup (and reloaded since)
     behind = {shard: seen.get(shard, 0) for shard, version in now.items()
               if version > seen.get(shard, 0)}
     if not behind:

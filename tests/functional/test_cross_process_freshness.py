@@ -16,6 +16,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from tests.fixtures.provider_api import ProviderApi
 from tests.fixtures.servers import servers_on
@@ -122,3 +123,52 @@ def _provider_id(database_url: str, provider_uuid: str) -> int:
                 tables.resource_providers.c.uuid == provider_uuid))
     finally:
         engine.dispose()
+
+
+def test_a_renamed_resource_class_shows_in_both_processes(sides):
+    """A class renamed (1.2-1.6) through one process: the provider
+    summaries of both processes, the renaming one's included, name the new
+    class at once (every copy reloads, kept summaries with it)."""
+    writer, reader = sides
+    writer.call("POST", "/resource_classes", {"name": "CUSTOM_OLD_NAME"},
+                version="placement 1.2")
+    compute = writer.provider("cn1", VCPU=4, CUSTOM_OLD_NAME=2)
+    for api in sides:
+        body = api.candidates("resources=CUSTOM_OLD_NAME:1")
+        assert set(body["provider_summaries"][compute]["resources"]) == {
+            "VCPU", "CUSTOM_OLD_NAME"}
+    writer.call("PUT", "/resource_classes/CUSTOM_OLD_NAME", {"name": "CUSTOM_NEW_NAME"},
+                version="placement 1.2")
+    for api in sides:
+        body = api.candidates("resources=CUSTOM_NEW_NAME:1")
+        assert set(body["provider_summaries"][compute]["resources"]) == {
+            "VCPU", "CUSTOM_NEW_NAME"}
+        body = api.candidates("resources=VCPU:1")
+        assert set(body["provider_summaries"][compute]["resources"]) == {
+            "VCPU", "CUSTOM_NEW_NAME"}
+
+
+def test_sql_of_another_writer_shows_in_the_next_search(backend, tmp_path):
+    """Rows written by SQL, as the original service or an operator writes
+    them, are seen by both processes at their next request."""
+    with servers_on(backend, str(tmp_path), 2) as (running, url):
+        apis = [ProviderApi(running.client(index).request) for index in (0, 1)]
+        compute = apis[0].provider("cn1", VCPU=4)
+        for api in apis:
+            assert api.candidate_sets("resources=VCPU:4") == [{compute}]
+        engine = db_api.create_engine(url)
+        rp, inv = tables.resource_providers, tables.inventories
+        try:
+            with engine.begin() as connection:
+                provider_id = connection.scalar(sa.select(rp.c.id).where(rp.c.uuid == compute))
+                connection.execute(inv.update().where(inv.c.resource_provider_id == provider_id)
+                                   .values(total=16, max_unit=16))
+                trait_id = connection.scalar(sa.select(tables.traits.c.id).where(
+                    tables.traits.c.name == "HW_CPU_X86_AVX2"))
+                connection.execute(tables.resource_provider_traits.insert().values(
+                    resource_provider_id=provider_id, trait_id=trait_id))
+        finally:
+            engine.dispose()
+        for api in apis:
+            assert api.candidate_sets("resources=VCPU:16&required=HW_CPU_X86_AVX2") == [
+                {compute}]
