@@ -19,7 +19,7 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from placement.db import provider_changes, tables
+from placement.db import provider_changes, tables, triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -212,12 +212,16 @@ def _migrating(engine: sa.engine.Engine) -> Iterator[sa.engine.Connection]:
 
 def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
     """Create, upgrade or take over the schema, then make sure the standard
-    data exists and the derived state is computed from the rows.
+    data exists and the derived state is right.
 
     A database of the original service is taken over in place (its rows
     untouched, its ``alembic_version`` left at the original's revision of
     the same schema); one of ours made before our version table had its own
-    name gets it."""
+    name gets it. Triggers found missing (a dump restored without them) are
+    made again. Then the kept usages are checked against the allocations,
+    and recomputed (every process reloading its copy) when the triggers may
+    have missed writes: after a takeover, when they were missing, or when
+    a usage is found wrong."""
     with _migrating(engine) as connection:
         found = inspect_database(connection)
         if engine.dialect.name == "mysql" and found.kind != "empty" and _collation_steps(
@@ -239,9 +243,15 @@ def upgrade(engine: sa.engine.Engine, revision: str = "head") -> None:
         command.upgrade(config, revision)
         if found.kind == "original":
             _set_original_revision(connection, ORIGINAL_HEAD)
+        at_head = revision == "head" or revision == head_revision()
+        missing_triggers = at_head and not triggers.complete(connection)
+        if missing_triggers:
+            LOG.warning("The derived state's triggers were missing: made again, usages "
+                        "recomputed.")
+            triggers.install(connection)
     sync_standard_data(engine)
-    if revision == "head":
-        recompute_derived(engine)
+    if at_head and found.kind != "empty":
+        recompute_derived(engine, force=found.kind != "ours" or missing_triggers)
 
 
 # Rough costs per row on 2 cores, from the takeover of a database of
@@ -344,12 +354,16 @@ def plan(engine: sa.engine.Engine) -> Plan:
             converted = _collation_steps(connection)
             steps += converted
             refusals = _collisions(connection) if converted else []
-        if found.kind != "empty":
+        rows = (_count(connection, "allocations") + _count(connection, "inventories")
+                if found.kind != "empty" else 0)
+        if found.kind == "ours":
+            steps.append(Step("check the kept usages (inventories.used) against the "
+                              "allocations; recompute them and make every process reload "
+                              "its provider copy only if one is wrong", rows, "usages"))
+        elif found.kind != "empty":
             steps.append(Step("recompute the kept usages (inventories.used) from the "
-                              "allocations; writers of allocations wait meanwhile",
-                              _count(connection, "allocations")
-                              + _count(connection, "inventories"), "usages"))
-            steps.append(Step("make every process reload its provider copy"))
+                              "allocations (writers of allocations wait meanwhile) and "
+                              "make every process reload its provider copy", rows, "usages"))
         return Plan(found, steps, refusals)
 
 
@@ -393,13 +407,24 @@ _SUM_OF_ALLOCATIONS = (sa.select(sa.func.coalesce(sa.func.sum(_alloc.c.used), 0)
                        .scalar_subquery())
 
 
-def recompute_derived(engine: sa.engine.Engine) -> int:
+def _wrong_usages(connection: sa.engine.Connection) -> int:
+    return connection.scalar(sa.select(sa.func.count()).select_from(_inv)
+                             .where(_inv.c.used != _SUM_OF_ALLOCATIONS))
+
+
+def recompute_derived(engine: sa.engine.Engine, force: bool = True) -> int:
     """Compute ``inventories.used`` from the allocations, and make every
     process reload its provider copy: whatever wrote the database before
-    (the original service, an operator), our derived state is then right.
-    Writers of allocations wait meanwhile (the triggers keep the usages
-    from the next write on). Returns how many usages were wrong."""
+    (the original service without our triggers, an operator), our derived
+    state is then right. Writers of allocations wait meanwhile (the
+    triggers keep the usages from the next write on). Unless ``force``d,
+    first looks without locking, and does it only if a usage is wrong.
+    Returns how many usages were wrong."""
     backend = engine.dialect.name
+    if not force:
+        with engine.connect() as connection, connection.begin():
+            if not _wrong_usages(connection):
+                return 0
     options = {"isolation_level": "REPEATABLE READ"} if backend == "mysql" else {}
     with engine.connect().execution_options(**options) as connection:
         if backend == "sqlite":
@@ -411,10 +436,12 @@ def recompute_derived(engine: sa.engine.Engine) -> int:
                 # next-key locks over the whole table: no allocation row
                 # can be added, changed or removed until COMMIT
                 connection.exec_driver_sql("SELECT COUNT(*) FROM allocations LOCK IN SHARE MODE")
-            wrong = _inv.c.used != _SUM_OF_ALLOCATIONS
-            count = connection.scalar(sa.select(sa.func.count()).select_from(_inv).where(wrong))
+            count = _wrong_usages(connection)
             if count:
-                connection.execute(sa.update(_inv).where(wrong).values(used=_SUM_OF_ALLOCATIONS))
+                connection.execute(sa.update(_inv).where(_inv.c.used != _SUM_OF_ALLOCATIONS)
+                                   .values(used=_SUM_OF_ALLOCATIONS))
+                LOG.warning("Recomputed %d kept usages that were not the sum of their "
+                            "allocations.", count)
             provider_changes.request_reload(connection)
     return count
 

@@ -198,3 +198,9 @@ def installed(connection: sa.engine.Connection) -> set[str]:
         query = ("SELECT DISTINCT tgname FROM pg_trigger WHERE NOT tgisinternal "
                  "AND tgname LIKE :prefix")
     return set(connection.scalars(sa.text(query), {"prefix": PREFIX + "%"}))
+
+
+def complete(connection: sa.engine.Connection) -> bool:
+    """Does the database have every trigger of ours?"""
+    wanted = {PREFIX + trigger.name for trigger in triggers(connection.dialect.name)}
+    return wanted <= installed(connection)
