@@ -99,7 +99,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
 # collections of a generation between collections of the next one. Python's
 # defaults (700, 10, 10) collect a few times per candidates response, each
 # time walking the objects the response and the provider copy
-# (placement.objects.provider_cache) hold: a third of the response's CPU
+# (placement.candidates.snapshot) hold: a third of the response's CPU
 # time. Almost all garbage here is freed by reference counting; cycles wait
 # a little longer.
 GC_THRESHOLDS = (50_000, 20, 100)

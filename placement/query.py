@@ -14,9 +14,9 @@ from __future__ import annotations
 from oslo_utils import uuidutils
 
 from placement import errors
+from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.microversion import Version
 from placement.objects import aggregate
-from placement.objects.filters import AggregateFilter, TraitFilter
 from placement.objects.resource_provider import normalize_uuid
 
 FORBIDDEN_TRAITS_FROM = (1, 22)

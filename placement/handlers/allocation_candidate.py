@@ -12,17 +12,17 @@ from collections.abc import Callable
 import webob
 
 from placement import errors, metrics, microversion, query, wsgi_util
-from placement.context import RequestContext
-from placement.microversion import Version
-from placement.objects import allocation_candidate, explain
-from placement.objects.allocation_candidate import (
+from placement.candidates import explain, find
+from placement.candidates.filters import TraitFilter
+from placement.candidates.find import (
     AllocationRequest,
     Candidates,
     ProviderSummary,
     RequestGroup,
     SearchOptions,
 )
-from placement.objects.filters import TraitFilter
+from placement.context import RequestContext
+from placement.microversion import Version
 from placement.schemas import allocation_candidate as schema
 
 GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
@@ -41,8 +41,8 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
     context, version, groups, options = _searched(
         request, "placement:allocation_candidates:list", schema.query_schema)
     with context.db.reader() as connection:
-        candidates = allocation_candidate.find(connection, groups, options,
-                                               summarize_all_classes=version >= ALL_CLASSES_FROM)
+        candidates = find.find(connection, groups, options,
+                               summarize_all_classes=version >= ALL_CLASSES_FROM)
     metrics.observe_allocation_candidates(len(candidates.allocation_requests))
     return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 

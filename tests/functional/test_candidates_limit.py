@@ -1,5 +1,5 @@
 """With a limit, the trees are loaded in batches as the search reaches them
-(placement.objects.allocation_candidate.SnapshotWorld): the answer must be
+(placement.candidates.find.SnapshotWorld): the answer must be
 the first ``limit`` of the answer without a limit, whichever batch the
 results come from."""
 
@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from placement.objects import allocation_candidate
-from placement.objects.candidate_search import RequestGroup, SearchOptions
-from placement.objects.filters import TraitFilter
+from placement.candidates import find
+from placement.candidates.filters import TraitFilter
+from placement.candidates.search import RequestGroup, SearchOptions
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
 
@@ -43,10 +43,10 @@ def database():
 
 
 def allocation_requests(database: FreshDatabase, groups: list[RequestGroup],
-                        **options) -> list[allocation_candidate.AllocationRequest]:
+                        **options) -> list[find.AllocationRequest]:
     with database.db.reader() as connection:
-        return allocation_candidate.find(connection, groups, SearchOptions(**options),
-                                         summarize_all_classes=True).allocation_requests
+        return find.find(connection, groups, SearchOptions(**options),
+                         summarize_all_classes=True).allocation_requests
 
 
 REQUESTS = {

@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from placement.candidates import find
+from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.search import RequestGroup, SearchOptions
 from placement.db import tables
-from placement.objects import allocation_candidate
-from placement.objects.candidate_search import RequestGroup, SearchOptions
-from placement.objects.filters import AggregateFilter, TraitFilter
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
 
@@ -300,7 +300,7 @@ def fast_results(providers: list[Provider], groups: list[RequestGroup],
             os.environ.pop(f"AGG_{name}_UUID", None)
         write_world(providers, database)
         with database.db.reader() as connection:
-            candidates = allocation_candidate.find(
+            candidates = find.find(
                 connection, with_aggregate_uuids(groups), options, summarize_all_classes=True)
     finally:
         database.close()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from placement.objects import allocation_candidate
-from placement.objects.candidate_search import RequestGroup, SearchOptions
-from placement.objects.filters import TraitFilter
+from placement.candidates import find
+from placement.candidates.filters import TraitFilter
+from placement.candidates.search import RequestGroup, SearchOptions
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
 
@@ -46,8 +46,8 @@ def statements_for_search(trees: int) -> tuple[int, int]:
         options = SearchOptions(group_policy="none", same_subtree=[["_NUMA", "_C", "_N"]],
                                 root_traits=TraitFilter(required=[{"HW_CPU_X86_AVX"}]))
         with database.db.reader() as connection:
-            found = allocation_candidate.find(connection, groups, options,
-                                              summarize_all_classes=True)
+            found = find.find(connection, groups, options,
+                              summarize_all_classes=True)
         return len(statements), len(found.allocation_requests)
     finally:
         database.close()

@@ -11,7 +11,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 
-from placement.objects import allocation_candidate, explain
+from placement.candidates import explain, find
 from tests.db import FreshDatabase, in_ci
 from tests.functional.test_candidates_property import (
     AGGREGATES,
@@ -38,8 +38,8 @@ def test_explanation_agrees_with_the_search(providers, request):
         groups = with_aggregate_uuids(groups)
         uuids = [os.environ[f"{provider.name}_UUID"] for provider in providers]
         with database.db.reader() as connection:
-            candidates = allocation_candidate.find(connection, groups, options,
-                                                   summarize_all_classes=True)
+            candidates = find.find(connection, groups, options,
+                                   summarize_all_classes=True)
             explanation = explain.explain(connection, groups, options, uuids)
     finally:
         database.close()

@@ -1,5 +1,5 @@
 """The candidate search works from a per-process copy of the providers
-(placement.objects.provider_cache). Every change a client can make must
+(placement.candidates.snapshot). Every change a client can make must
 show in the very next GET /allocation_candidates of the same process, and
 what one request computes (its usages) must not leak into the copy."""
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from placement.objects.candidate_search import (
+from placement.candidates.filters import TraitFilter
+from placement.candidates.search import (
     Provider,
     RequestGroup,
     SearchOptions,
@@ -11,7 +12,6 @@ from placement.objects.candidate_search import (
     search,
     world_of,
 )
-from placement.objects.filters import TraitFilter
 from placement.objects.inventory import InventoryUsage
 
 

@@ -1,6 +1,6 @@
 """The bounded store of what candidate requests keep for later ones."""
 
-from placement.objects.provider_cache import KeptStore
+from placement.candidates.snapshot import KeptStore
 
 
 def test_the_least_recently_used_go_first_when_the_sizes_pass_the_bound():

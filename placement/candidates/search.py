@@ -1,7 +1,7 @@
 """The allocation-candidate search, in memory.
 
 ``World`` is the part of the database one request needs (loaded by
-``placement.objects.allocation_candidate``); ``search`` turns request groups
+``placement.candidates.find``); ``search`` turns request groups
 into allocation requests following allocation-candidates.md sections 3-4:
 
 * anchors (roots) are taken in order; at each, each group gives a list of
@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
-from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.objects.inventory import InventoryUsage
 
 ISOLATE = "isolate"

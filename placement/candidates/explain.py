@@ -1,6 +1,6 @@
 """Explaining allocation candidates: why a request gets the candidates it gets.
 
-``explain`` takes the request of ``allocation_candidate.find`` and answers,
+``explain`` takes the request of ``find.find`` and answers,
 for each request group, the funnel of its constraints in the order they
 apply, with how many providers (and trees) entered and left each; then the
 steps that act on whole trees, each with how many trees entered and left;
@@ -8,7 +8,7 @@ and the number of allocation requests. The groups' funnels are counted on
 the same provider snapshot and usages as the search, with the same
 predicates (``InventoryUsage.misfit`` beside ``fits``, the filters'
 ``satisfied_by``); the tree steps run the search's own group candidates and
-combination (``candidate_search``) at every tree; and the final count is the
+combination (``search``) at every tree; and the final count is the
 length of the search's own results, without a limit. It never writes.
 
 For named providers it also tells the first constraint that rules each out,
@@ -32,16 +32,16 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from placement.objects import allocation_candidate, candidate_search
-from placement.objects.candidate_search import (
+from placement.candidates import find, search
+from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.search import (
     ISOLATE,
     Provider,
     RequestGroup,
     SearchOptions,
     World,
 )
-from placement.objects.filters import AggregateFilter, TraitFilter
-from placement.objects.provider_cache import Snapshot
+from placement.candidates.snapshot import Snapshot
 
 # What rules a provider out, or None: (reason, detail) (the reason names
 # the constraint or, for capacity steps, which part of it). A check writes
@@ -119,9 +119,9 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     ``limit`` of ``options`` is ignored: the count is of every candidate).
     Unknown classes or traits raise InvalidInput, as for the candidates."""
     options = dataclasses.replace(options, limit=None, randomize=False)
-    snapshot, world, _ = allocation_candidate.prepare(connection, groups, options)
+    snapshot, world, _ = find.prepare(connection, groups, options)
     # First the search itself: it loads the world's trees and usages.
-    results = candidate_search.search(world, groups, options)
+    results = search.search(world, groups, options)
     provider_uuids = list(dict.fromkeys(provider_uuids))
     records: dict[int, Provider] = {}
     funnels, group_verdicts = [], []
@@ -153,7 +153,7 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     return Explanation(funnels, tree_steps, len(results), providers)
 
 
-def _records(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld
+def _records(snapshot: Snapshot, world: find.SnapshotWorld
              ) -> dict[int, Provider]:
     """The search record of every provider, with its usages."""
     return {provider_id: world.record(provider_id) for provider_id in snapshot.providers}
@@ -167,7 +167,7 @@ def _records(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld
 # mapping of them at any change) and the same usages. The verdicts against
 # providers are not kept: a request naming providers makes its funnels anew.
 
-def _funnel_key(world: allocation_candidate.SnapshotWorld, group: RequestGroup) -> tuple:
+def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> tuple:
     def names(filter_: TraitFilter | AggregateFilter) -> tuple:
         return (frozenset(frozenset(any_of) for any_of in filter_.required),
                 frozenset(filter_.forbidden))
@@ -176,7 +176,7 @@ def _funnel_key(world: allocation_candidate.SnapshotWorld, group: RequestGroup) 
             world.spread_unsuffixed, tuple(sorted(world.tree_roots_by_uuid.items())))
 
 
-def _kept_funnel(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld,
+def _kept_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
                  group: RequestGroup) -> GroupFunnel | None:
     kept = snapshot.kept.get(_funnel_key(world, group))
     if kept is None:
@@ -187,7 +187,7 @@ def _kept_funnel(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld,
     return dataclasses.replace(funnel, suffix=group.suffix)
 
 
-def _keep_funnel(snapshot: Snapshot, world: allocation_candidate.SnapshotWorld,
+def _keep_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
                  group: RequestGroup, funnel: GroupFunnel) -> None:
     snapshot.kept.put(_funnel_key(world, group),
                       (snapshot.providers, dict(world.every_usage()), funnel), 1)
@@ -396,11 +396,11 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
 
 # Tree steps ------------------------------------------------------------------
 
-def _results_by_anchor(world: World, results: list[candidate_search.Result]
-                       ) -> dict[int, list[candidate_search.Result]]:
+def _results_by_anchor(world: World, results: list[search.Result]
+                       ) -> dict[int, list[search.Result]]:
     """The results of each tree, those made with a provider of that tree
     (a result of sharing providers only could come from any tree they serve)."""
-    by_anchor: dict[int, list[candidate_search.Result]] = {}
+    by_anchor: dict[int, list[search.Result]] = {}
     for result in results:
         roots = {world.providers[provider_id].root_id
                  for providers in result.mappings.values() for provider_id in providers
@@ -453,7 +453,7 @@ class _TreeSteps:
     def _outside(self, anchor: int, providers: frozenset[int]) -> bool:
         return any(self.world.providers[p].root_id != anchor for p in providers)
 
-    def of_results(self, anchor: int, results: list[candidate_search.Result]) -> _TreeVerdict:
+    def of_results(self, anchor: int, results: list[search.Result]) -> _TreeVerdict:
         """The verdict of a tree with results: it passes every step."""
         return _TreeVerdict(None, "", tuple(
             all(self._outside(anchor, result.mappings[group.suffix]) for result in results)
@@ -469,7 +469,7 @@ class _TreeSteps:
             index = 1
         per_group, through_sharing = [], []
         for group in groups:
-            candidates = candidate_search.group_candidates(world, group, anchor)
+            candidates = search.group_candidates(world, group, anchor)
             if not candidates:
                 return _TreeVerdict(index, f"group {group.suffix or '(unsuffixed)'} has no "
                                            "provider in the tree or a sharing provider "
@@ -479,7 +479,7 @@ class _TreeSteps:
                                        for candidate in candidates))
             index += 1
         for _, description, step_options in self.steps[index:]:
-            combined = candidate_search.combined_results(world, groups, step_options, per_group)
+            combined = search.combined_results(world, groups, step_options, per_group)
             if next(combined, None) is None:
                 return _TreeVerdict(index, "no combination of the groups' candidates obeys "
                                            + description, tuple(through_sharing))
@@ -488,7 +488,7 @@ class _TreeSteps:
 
 
 def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
-                options: SearchOptions, results: list[candidate_search.Result]
+                options: SearchOptions, results: list[search.Result]
                 ) -> tuple[list[TreeStep], dict[int, RuledOut]]:
     """The tree steps with the trees entering and leaving each, and root
     id -> the first one ruling the tree out. A tree with results passes
@@ -542,7 +542,7 @@ def _group_description(group: RequestGroup) -> str:
 def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Provider],
                           groups: list[RequestGroup], group_verdicts: list[RuledOutBy],
                           tree_verdicts: dict[int, RuledOut],
-                          results: list[candidate_search.Result]) -> ProviderExplanation:
+                          results: list[search.Result]) -> ProviderExplanation:
     provider_id = snapshot.ids_by_uuid.get(uuid)
     if provider_id is None:
         return ProviderExplanation(uuid, found=False)

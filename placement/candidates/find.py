@@ -1,10 +1,10 @@
 """Allocation candidates: which sets of providers could satisfy a request now.
 
 ``find`` validates the names of the request, takes the providers from this
-process's copy (``placement.objects.provider_cache``, brought up to date
+process's copy (``placement.candidates.snapshot``, brought up to date
 with the database's changes at each request), reads the usages of the
 providers it looks at (long id lists are sent in chunks), runs the
-in-memory search of ``placement.objects.candidate_search`` and describes
+in-memory search of ``placement.candidates.search`` and describes
 the providers involved. It never writes.
 """
 
@@ -19,10 +19,8 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from placement import exceptions
-from placement.db import api as db_api
-from placement.db import tables
-from placement.objects import provider_cache, resource_class, trait
-from placement.objects.candidate_search import (
+from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.search import (
     Provider,
     RequestGroup,
     Result,
@@ -30,9 +28,18 @@ from placement.objects.candidate_search import (
     World,
     search,
 )
-from placement.objects.filters import AggregateFilter, TraitFilter
+from placement.candidates.snapshot import (
+    CachedProvider,
+    Snapshot,
+    chunks,
+    plain_rows,
+    random_order,
+)
+from placement.candidates.snapshot import snapshot as current_snapshot
+from placement.db import api as db_api
+from placement.db import tables
+from placement.objects import resource_class, trait
 from placement.objects.inventory import InventoryUsage
-from placement.objects.provider_cache import CachedProvider, Snapshot, chunks, plain_rows
 
 __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
            "SearchOptions", "SnapshotWorld", "find", "prepare"]
@@ -102,7 +109,7 @@ def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
         trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
-    snapshot = provider_cache.snapshot(connection)
+    snapshot = current_snapshot(connection)
     world = SnapshotWorld(connection, snapshot, groups, options, class_ids)
     return Prepared(snapshot, world, class_ids)
 
@@ -339,7 +346,7 @@ class SnapshotWorld(World):
         # and grow fourfold, so that what is loaded for nothing stays small
         # next to what the search needed, in a few queries.
         anchor_ids = self._anchor_ids
-        order = provider_cache.random_order(anchor_ids) if randomize else iter(anchor_ids)
+        order = random_order(anchor_ids) if randomize else iter(anchor_ids)
         size, remaining = self._first_batch or len(anchor_ids), len(anchor_ids)
         while remaining:
             if 2 * size >= remaining:

@@ -1,7 +1,8 @@
 """Trait and aggregate filters: what a provider must and must not have.
 
 Plain data built by ``placement.query`` from the query string and used by
-the object layer to select providers.
+the candidate search (and by the ``GET /resource_providers`` handler,
+which turns them into ``ProviderFilters``) to select providers.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ A ``Snapshot`` is never modified once made: requests of other threads may
 be reading it. A refresh makes a new one that shares every unchanged
 record; the containers it changes are copied, which costs microseconds per
 thousand providers, and only when something changed.
+
+``KeptStore`` holds what requests keep for later ones (the results at a
+root, by the shape of the request), shared by the snapshots of one
+database; a full reload starts a new one.
 """
 
 from __future__ import annotations
