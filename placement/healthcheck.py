@@ -20,6 +20,8 @@ from oslo_middleware.healthcheck import pluginbase
 from sqlalchemy import pool
 from stevedore import extension
 
+from placement.db import tables
+
 LOG = logging.getLogger(__name__)
 
 PATH = "/healthcheck"
@@ -63,7 +65,8 @@ class DatabasePing(pluginbase.HealthcheckBaseExtension):
     def healthcheck(self, server_port: int) -> pluginbase.HealthcheckResult:
         try:
             with self.engine.connect() as connection:
-                connection.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+                connection.execute(sa.text(
+                    f"SELECT version_num FROM {tables.VERSION_TABLE}")).all()
         except Exception as error:
             LOG.warning("Health check: the database cannot be reached: %s", error)
             return pluginbase.HealthcheckResult(

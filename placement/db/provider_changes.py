@@ -45,6 +45,12 @@ _shards = tables.provider_change_shards
 _changes = tables.provider_changes
 
 
+def shard_of(provider_id: int) -> int:
+    """The shard a provider's changes are counted in (the triggers compute
+    the same)."""
+    return provider_id % SHARDS
+
+
 def request_reload(connection: sa.engine.Connection) -> None:
     """Make every process reload its whole copy at its next request. The
     counter jumps to the current time in microseconds: the sum of the
