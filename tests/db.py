@@ -30,9 +30,11 @@ import threading
 import uuid
 
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 
 from placement.db import api as db_api
-from placement.db import migration, tables
+from placement.db import migration, tables, triggers
 
 ALL_BACKENDS = ("sqlite", "mysql", "postgresql")
 
@@ -179,6 +181,46 @@ def _wipe(engine: sa.engine.Engine) -> None:
                 connection.execute(table.delete())
     # Puts back a standard row a test may have removed behind the API's back.
     migration.sync_standard_data(engine)
+
+
+def _collation_differences(connection: sa.engine.Connection) -> list[tuple]:
+    """MySQL tables and text columns whose collation is not the models'
+    (alembic does not compare collations)."""
+    wanted = tables.MYSQL_TABLE_OPTIONS["mysql_collate"]
+    rows = connection.execute(sa.text(
+        "SELECT table_name, table_collation FROM information_schema.tables "
+        "WHERE table_schema = DATABASE() AND table_name NOT IN :version_tables "
+        "UNION ALL SELECT CONCAT(table_name, '.', column_name), collation_name "
+        "FROM information_schema.columns WHERE table_schema = DATABASE() "
+        "AND table_name NOT IN :version_tables AND collation_name IS NOT NULL"
+    ).bindparams(sa.bindparam("version_tables", expanding=True)),
+        {"version_tables": [tables.VERSION_TABLE, migration.ORIGINAL_VERSION_TABLE]})
+    found = {name: collation for name, collation in rows}
+    assert set(tables.metadata.tables) <= set(found)
+    return [(name, collation) for name, collation in found.items() if collation != wanted]
+
+
+def schema_differences(url: str) -> list:
+    """How the schema of the database at ``url`` differs from the models of
+    placement/db/tables.py (alembic's comparison, collations on MySQL, our
+    triggers), leaving out the original service's own version table."""
+    engine = db_api.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": True, "compare_server_default": True,
+                                  "version_table": tables.VERSION_TABLE})
+            differences = [
+                difference for difference in compare_metadata(context, tables.metadata)
+                if not (difference[0] == "remove_table"
+                        and difference[1].name == migration.ORIGINAL_VERSION_TABLE)]
+            if connection.dialect.name == "mysql":
+                differences += _collation_differences(connection)
+            if not triggers.complete(connection):
+                differences.append(("missing triggers", sorted(triggers.installed(connection))))
+    finally:
+        engine.dispose()
+    return differences
 
 
 # The backend of a FreshDatabase() that names none. tests/conftest.py sets it

@@ -39,7 +39,8 @@ _MIGRATION_LOCK = 0x706C6163
 # The original placement service's alembic revisions (in its own
 # ``alembic_version`` table), as the schema of each release leaves them.
 ORIGINAL_REVISIONS = {
-    "b5c396305c25": "5.0.0 and older (no consumer types)",
+    "b4ed3a175331": "1.0.0, the first release (no consumer types)",
+    "b5c396305c25": "2.0.0 to 5.0.0 (no consumer types)",
     "422ece571366": "6.0.0 (consumer types)",
     "a082b8bb98d0": "16.0.0",
 }
@@ -170,6 +171,13 @@ def _adoption_steps(connection: sa.engine.Connection) -> list[tuple[Step, Callab
         steps.append((Step(f"drop index {index} of {table} (not in the current schema)",
                            _count(connection, table)),
                       functools.partial(connection.exec_driver_sql, statement)))
+    rootless = connection.execute(sa.text(
+        "SELECT id, parent_provider_id FROM resource_providers "
+        "WHERE root_provider_id IS NULL")).all()
+    if rootless:
+        steps.append((Step(f"give the {len(rootless)} providers without a root provider "
+                           "their root (written before trees had roots)", len(rootless)),
+                      functools.partial(_set_missing_roots, connection)))
     nulls = connection.scalar(sa.text(
         "SELECT COUNT(*) FROM resource_providers WHERE generation IS NULL"))
     if nulls:
@@ -178,6 +186,28 @@ def _adoption_steps(connection: sa.engine.Connection) -> list[tuple[Step, Callab
                                         "UPDATE resource_providers SET generation = 0 "
                                         "WHERE generation IS NULL")))
     return steps
+
+
+def _set_missing_roots(connection: sa.engine.Connection) -> None:
+    """Each provider without a root gets the root of its tree (itself when
+    it has no parent)."""
+    parents = dict(connection.execute(sa.text(
+        "SELECT id, parent_provider_id FROM resource_providers")).all())
+    roots = dict(connection.execute(sa.text(
+        "SELECT id, root_provider_id FROM resource_providers")).all())
+
+    def root_of(provider_id: int) -> int:
+        seen = set()
+        while parents.get(provider_id) is not None and provider_id not in seen:
+            seen.add(provider_id)
+            provider_id = parents[provider_id]
+        return provider_id
+
+    rp = tables.resource_providers
+    for provider_id, root_id in roots.items():
+        if root_id is None:
+            connection.execute(sa.update(rp).where(rp.c.id == provider_id)
+                               .values(root_provider_id=root_of(provider_id)))
 
 
 def _set_original_revision(connection: sa.engine.Connection, revision: str) -> None:
@@ -317,6 +347,10 @@ class Plan:
             head = "Found an empty database: the schema would be created."
         else:
             head = f"Found a database of ours at revision {found.revision}."
+            if found.original_revision:
+                head += (f" Its alembic_version says the original's revision "
+                         f"{found.original_revision}: it was taken over from, or handed "
+                         "back to, the original service.")
         lines = [head]
         if self.refusals:
             lines.append("Refused: these rows would collide under the new collation:")

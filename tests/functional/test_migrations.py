@@ -6,45 +6,21 @@ from __future__ import annotations
 import os_resource_classes
 import os_traits
 import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from placement.db import api as db_api
 from placement.db import migration, provider_changes, tables
 from tests import db as test_db
 
 
-def _collation_differences(connection: sa.engine.Connection) -> list[tuple]:
-    """MySQL tables and text columns whose collation is not the models'
-    (alembic does not compare collations)."""
-    wanted = tables.MYSQL_TABLE_OPTIONS["mysql_collate"]
-    rows = connection.execute(sa.text(
-        "SELECT table_name, table_collation FROM information_schema.tables "
-        "WHERE table_schema = DATABASE() AND table_name <> :version_table "
-        "UNION ALL SELECT CONCAT(table_name, '.', column_name), collation_name "
-        "FROM information_schema.columns WHERE table_schema = DATABASE() "
-        "AND table_name <> :version_table AND collation_name IS NOT NULL"),
-        {"version_table": tables.VERSION_TABLE})
-    found = {name: collation for name, collation in rows}
-    assert set(tables.metadata.tables) <= set(found)
-    return [(name, collation) for name, collation in found.items() if collation != wanted]
-
-
 def test_migrations_from_empty_to_head_match_the_models(backend):
-    engine = db_api.create_engine(test_db.empty_database_url(backend))
+    url = test_db.empty_database_url(backend)
+    engine = db_api.create_engine(url)
     try:
         migration.upgrade(engine)
         assert migration.current_revision(engine) == migration.head_revision()
-        with engine.connect() as connection:
-            context = MigrationContext.configure(
-                connection, opts={"compare_type": True, "compare_server_default": True,
-                              "version_table": tables.VERSION_TABLE})
-            differences = compare_metadata(context, tables.metadata)
-            if backend == "mysql":
-                differences += _collation_differences(connection)
     finally:
         engine.dispose()
-    assert differences == []
+    assert test_db.schema_differences(url) == []
 
 
 def _count(connection: sa.engine.Connection, table: sa.Table) -> int:
