@@ -179,6 +179,8 @@ def _wipe(engine: sa.engine.Engine) -> None:
                 connection.execute(table.delete().where(table.c.name.like(custom, escape="\\")))
             else:
                 connection.execute(table.delete())
+        # last: the deletes above were recorded as changes (the triggers)
+        connection.execute(tables.provider_changes.delete())
     # Puts back a standard row a test may have removed behind the API's back.
     migration.sync_standard_data(engine)
 
