@@ -21,6 +21,9 @@ Its parts:
   steps, counted on the same snapshot and usages with the search's own
   predicates, and why each named provider is ruled out.
 - ``filters``: the trait and aggregate filters a request group carries.
+- ``memo``: what is kept, by scope (a snapshot, a provider record, a
+  result, the kept store of a database), each entry under a named key
+  class that says what it is and what it was made from.
 
 The coherence rule. Every table the snapshot or a kept result reads
 (``resource_providers``, ``inventories``, ``resource_provider_traits``,
@@ -33,9 +36,10 @@ since, so a process is never behind the database by more than its current
 request. A full reload (the first request, a process too far behind, a
 renamed resource class, ``placement-manage reload``) starts a new
 ``KeptStore``: nothing kept from the old records holds. What is derived
-from a provider record (``CachedProvider.derived``: search records,
-summaries, a root's members) lives and dies with that record, which a
-change of the provider replaces. Usages are never kept by the snapshot:
+from a snapshot's indexes (``Snapshot.memo``) lives and dies with them, and
+what is derived from a provider record (``CachedProvider.memo``: search
+records, summaries, a root's members) with that record, which a change of
+the provider replaces. Usages are never kept by the snapshot:
 they are read per request, and a kept result holds only while the usages
 it was found with are still the database's.
 

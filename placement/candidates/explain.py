@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from placement.candidates import find, search
 from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.memo import Key
 from placement.candidates.search import (
     ISOLATE,
     Provider,
@@ -167,13 +168,26 @@ def _records(snapshot: Snapshot, world: find.SnapshotWorld
 # mapping of them at any change) and the same usages. The verdicts against
 # providers are not kept: a request naming providers makes its funnels anew.
 
-def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> tuple:
+@dataclasses.dataclass(frozen=True)
+class _FunnelOf(Key["tuple[dict, dict, GroupFunnel]"]):
+    """A group's funnel, with the providers and usages it was counted on:
+    what it depends on of the group (not its suffix) and of the world."""
+    granular: bool
+    resources: tuple[tuple[str, int], ...]
+    traits: tuple
+    aggregates: tuple
+    in_tree: str | None
+    spread_unsuffixed: bool
+    tree_roots: tuple[tuple[str, int], ...]
+
+
+def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> _FunnelOf:
     def names(filter_: TraitFilter | AggregateFilter) -> tuple:
         return (frozenset(frozenset(any_of) for any_of in filter_.required),
                 frozenset(filter_.forbidden))
-    return ("explanation funnel", group.granular, tuple(group.resources.items()),
-            names(group.traits), names(group.aggregates), group.in_tree,
-            world.spread_unsuffixed, tuple(sorted(world.tree_roots_by_uuid.items())))
+    return _FunnelOf(group.granular, tuple(group.resources.items()),
+                     names(group.traits), names(group.aggregates), group.in_tree,
+                     world.spread_unsuffixed, tuple(sorted(world.tree_roots_by_uuid.items())))
 
 
 def _kept_funnel(snapshot: Snapshot, world: find.SnapshotWorld,

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from placement import exceptions
 from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.memo import Key, Memo
 from placement.candidates.search import (
     Provider,
     RequestGroup,
@@ -51,13 +52,14 @@ _inv = tables.inventories
 # one may serve several requests, while its tree (or provider) and their
 # usages stay the same. ``rendered`` keeps what the API makes of it.
 
+
 @dataclasses.dataclass
 class AllocationRequest:
     # provider uuid -> {resource class: amount}
     allocations: dict[str, dict[str, int]]
     # group suffix -> uuids of the providers that satisfied it
     mappings: dict[str, list[str]]
-    rendered: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -73,7 +75,7 @@ class ProviderSummary:
     root_provider_uuid: str
     resources: dict[str, ResourceSummary]
     traits: list[str]
-    rendered: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -130,10 +132,8 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
     """The request of ``result``, made once per result (results are kept
     between searches)."""
-    request = result.derived.get("allocation request")
-    if request is None:
-        request = result.derived["allocation request"] = _new_allocation_request(world, result)
-    return request
+    return result.memo.get_or_make(_REQUEST_OF_RESULT,
+                                   lambda: _new_allocation_request(world, result))
 
 
 def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
@@ -192,15 +192,6 @@ _SMALLEST_BATCH = 8
 # What is kept with a cached provider (its search records, one per set of
 # requested classes seen; its summaries; a root's members): a bound on the
 # memory of unusual requests.
-_RECORDS_PER_PROVIDER = 8
-
-
-def _keep(cached: CachedProvider, key: tuple, value: object) -> None:
-    if len(cached.derived) >= _RECORDS_PER_PROVIDER:
-        cached.derived.clear()
-    cached.derived[key] = value
-
-
 def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
     return (tuple(sorted(tuple(sorted(any_of)) for any_of in names.required)),
             tuple(sorted(names.forbidden)))
@@ -214,6 +205,54 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
             options.group_policy, _filter_key(options.root_traits),
             tuple(tuple(suffixes) for suffixes in options.same_subtree),
             options.nested_aware, options.max_candidates > 0)
+
+
+# What find keeps: in a provider record's memo (made from the record and
+# the request's classes), in a result's memo, and in the kept store (made
+# from a root's members and the shape of the request, see SnapshotWorld).
+
+@dataclasses.dataclass(frozen=True)
+class _SearchRecord(Key[Provider]):
+    """The search record of a provider none of the requested classes of
+    which is used."""
+    # (class id, class name) of the requested classes
+    classes: tuple[tuple[int, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Members(Key["tuple[int, tuple[int, ...]]"]):
+    """The members of a root (``_members_of``), with the ``places`` of the
+    snapshot they were found in."""
+    class_ids: frozenset[int] | None  # None: whole trees are searched
+
+
+@dataclasses.dataclass(frozen=True)
+class _Summary(Key["tuple[tuple[int, ...], ProviderSummary]"]):
+    """A provider's summary, with the usages it was made with."""
+    only_classes: frozenset[str] | None  # None: every class
+
+
+@dataclasses.dataclass(frozen=True)
+class _RequestOfResult(Key[AllocationRequest]):
+    """The allocation request a result makes."""
+
+
+_REQUEST_OF_RESULT = _RequestOfResult()
+
+
+@dataclasses.dataclass(frozen=True)
+class _ResultsAt(Key["_KeptResults"]):
+    """The results at a root for requests of one shape."""
+    anchor: int
+    shape: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class _ValueAt(Key["_KeptAt"]):
+    """What a caller (``kind``) finds at a root for requests of one shape."""
+    anchor: int
+    kind: str
+    shape: tuple
 
 
 class _Lazy(dict):
@@ -302,7 +341,7 @@ class SnapshotWorld(World):
                              else max(_SMALLEST_BATCH, options.limit // 8))
         # the search records of providers without usage depend on the
         # classes only: they are kept with the cached provider
-        self._record_key = ("search", tuple(sorted(self._class_names.items())))
+        self._record_key = _SearchRecord(tuple(sorted(self._class_names.items())))
         tree_roots_by_uuid = {
             uuid: snapshot.providers[snapshot.ids_by_uuid[uuid]].root_id
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
@@ -315,10 +354,10 @@ class SnapshotWorld(World):
         # request) for the next request of the same kind that finds its
         # members unchanged. Besides them and the request, they depend on
         # facts of the whole database only.
-        self._results_key = ("results", _request_key(groups, options), self.has_nesting,
-                             self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
-        self._members_key = ("members", None if self._whole_trees
-                             else frozenset(self._class_names))
+        self.shape = (_request_key(groups, options), self.has_nesting,
+                      self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
+        self._members_key = _Members(None if self._whole_trees
+                                     else frozenset(self._class_names))
         # (provider id, class id) -> used, of the providers loaded so far
         self._used: dict[tuple[int, int], int] = {}
         self._using: set[int] = set()  # the providers of those
@@ -394,7 +433,7 @@ class SnapshotWorld(World):
         while the snapshot's indexes stay the same)."""
         snapshot = self._snapshot
         root = snapshot.providers[root_id]
-        kept = root.derived.get(self._members_key)
+        kept = root.memo.get(self._members_key)
         if kept is not None and kept[0] == snapshot.places:
             return kept[1]
         tree = snapshot.trees[root_id]
@@ -405,7 +444,7 @@ class SnapshotWorld(World):
                    if provider_id in self._useful_sharing
                    and snapshot.providers[provider_id].root_id != root_id]
         member_ids = tuple(sorted([*members, *serving]) if serving else members)
-        _keep(root, self._members_key, (snapshot.places, member_ids))
+        root.memo.put(self._members_key, (snapshot.places, member_ids))
         return member_ids
 
     def _new_members(self, root_id: int) -> list[Provider]:
@@ -425,7 +464,7 @@ class SnapshotWorld(World):
                        ) -> Iterator[Result]:
         members, usages = self._member_state(anchor)
 
-        store, key = self._snapshot.kept, (anchor, self._results_key)
+        store, key = self._snapshot.kept, _ResultsAt(anchor, self.shape)
 
         def search_and_keep() -> Iterator[Result]:
             kept = _KeptResults(members, usages)
@@ -443,7 +482,7 @@ class SnapshotWorld(World):
 
     def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
         members, usages = self._member_state(anchor)
-        store, key = self._snapshot.kept, (anchor, kind, self._results_key)
+        store, key = self._snapshot.kept, _ValueAt(anchor, kind, self.shape)
         kept = store.get(key)
         if kept is not None and kept.valid_for(members, usages):
             return kept.value
@@ -469,11 +508,8 @@ class SnapshotWorld(World):
         cached = self._snapshot.providers[provider_id]
         if provider_id in self._using:
             return self._new_provider(cached, self._used)
-        record = cached.derived.get(self._record_key)
-        if record is None:
-            record = self._new_provider(cached, {})
-            _keep(cached, self._record_key, record)
-        return record
+        return cached.memo.get_or_make(self._record_key,
+                                       lambda: self._new_provider(cached, {}))
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
                       ) -> Provider:
@@ -502,11 +538,11 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
     used = _usages(connection, wanted, None)
     summaries = []
     missing = []  # (index, record, usages) of the summaries to make
-    key = ("summary", None if only_classes is None else frozenset(only_classes))
+    key = _Summary(None if only_classes is None else frozenset(only_classes))
     for provider_id in wanted:
         provider = snapshot.providers[provider_id]
         usages = tuple(used.get((provider_id, class_id), 0) for class_id in provider.inventories)
-        kept = provider.derived.get(key)
+        kept = provider.memo.get(key)
         if kept is not None and kept[0] == usages:
             summaries.append(kept[1])
         else:
@@ -517,7 +553,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: li
     for index, provider, usages in missing:
         summaries[index] = summary = _summary(snapshot, provider, dict(
             zip(provider.inventories, usages, strict=True)), class_names, only_classes)
-        _keep(provider, key, (usages, summary))
+        provider.memo.put(key, (usages, summary))
     return summaries
 
 

@@ -28,6 +28,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.memo import Key, Memo
 from placement.objects.inventory import InventoryUsage
 
 ISOLATE = "isolate"
@@ -169,9 +170,8 @@ class Result:
     allocations: tuple[tuple[int, str, int], ...]
     # suffix -> providers mapped by that group
     mappings: dict[str, frozenset[int]]
-    # what callers make of the result, by a key of theirs: it lives as long
-    # as the result
-    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # what callers make of the result: it lives as long as the result
+    memo: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
     def key(self) -> tuple:
         """Identity for de-duplication: allocations and mappings, not anchor."""
@@ -509,6 +509,14 @@ def _round_robin(iterators: Iterable[Iterator[Result]]) -> Iterator[Result]:
         active = still_active
 
 
+@dataclasses.dataclass(frozen=True)
+class _RepeatKey(Key["tuple | None"]):
+    """A result's identity if it can repeat (only sharing providers), else None."""
+
+
+_REPEAT_KEY = _RepeatKey()
+
+
 def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
     """``results`` without repeats. Only a result made of sharing providers
     alone can repeat (it is found at every anchor they serve); a result
@@ -518,13 +526,11 @@ def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
     for result in results:
         # asked once per result (a result's providers are its tree's
         # members: whether they share does not change while it is kept)
-        key = result.derived.get("repeatable key", False)
-        if key is False:
-            key = result.derived["repeatable key"] = (
-                result.key() if all(provider_id in sharing
-                                    for providers in result.mappings.values()
-                                    for provider_id in providers)
-                else None)
+        key = result.memo.get_or_make(_REPEAT_KEY, lambda result=result: (
+            result.key() if all(provider_id in sharing
+                                for providers in result.mappings.values()
+                                for provider_id in providers)
+            else None))
         if key is not None:
             if key in seen:
                 continue

@@ -31,12 +31,13 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import os_traits
 import sqlalchemy as sa
 
 from placement import metrics
+from placement.candidates.memo import Key, Memo, V
 from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
 
@@ -89,9 +90,10 @@ class CachedProvider:
     trait_names: tuple[str, ...]
     traits: frozenset[str]
     aggregates: frozenset[str]  # uuids
-    # what readers derive from this provider alone, by a key of theirs: it
-    # lives as long as this record (until the provider changes)
-    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # what readers derive from this provider alone: it lives as long as
+    # this record (until the provider changes)
+    memo: Memo = dataclasses.field(default_factory=lambda: Memo(_PROVIDER_ENTRIES),
+                                   compare=False, repr=False)
 
     @property
     def sharing(self) -> bool:
@@ -107,9 +109,11 @@ def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
             and old.aggregates == new.aggregates and old.sharing == new.sharing)
 
 
-# Entries of Snapshot.derived, made by requests as they need them (a bound
-# on the memory of unusual requests; the common ones are few).
-_DERIVED_ENTRIES = 64
+# Entries of a Snapshot's and of a CachedProvider's memo, made by requests
+# as they need them (a bound on the memory of unusual requests; the common
+# ones are few).
+_SNAPSHOT_ENTRIES = 64
+_PROVIDER_ENTRIES = 8
 
 # What requests keep between them (KeptStore), in all: about a kilobyte each.
 KEPT_CAPACITY = 50000
@@ -122,12 +126,12 @@ class KeptStore:
     made from, for the reader to check."""
 
     def __init__(self, capacity: int = KEPT_CAPACITY) -> None:
-        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._entries: OrderedDict[Key, tuple[object, int]] = OrderedDict()
         self._size = 0
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> object | None:
+    def get(self, key: Key[V]) -> V | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -135,7 +139,7 @@ class KeptStore:
             self._entries.move_to_end(key)
             return entry[0]
 
-    def put(self, key: Hashable, value: object, size: int) -> None:
+    def put(self, key: Key[V], value: V, size: int) -> None:
         with self._lock:
             previous = self._entries.pop(key, None)
             if previous is not None:
@@ -145,6 +149,40 @@ class KeptStore:
             while self._size > self._capacity:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._size -= dropped
+
+
+# The entries of a snapshot's memo: each is made from the indexes alone.
+
+@dataclasses.dataclass(frozen=True)
+class _AggregateRoots(Key[frozenset[int]]):
+    aggregate_uuid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _SharingAnchors(Key[frozenset[int]]):
+    sharing_id: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _SharingByAggregate(Key[dict[str, frozenset[int]]]):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _Anchors(Key[tuple[int, ...]]):
+    class_ids: frozenset[int]
+    aggregate_sets: tuple[frozenset[str], ...]
+    tree_roots: frozenset[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class _SharingWith(Key[frozenset[int]]):
+    class_ids: frozenset[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class _ClassAnchors(Key[frozenset[int]]):
+    class_ids: frozenset[int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,29 +209,20 @@ class Snapshot:
     places: int
     # what requests keep for later ones (shared by every snapshot of the cache)
     kept: KeptStore
-    # what requests derive from the indexes above, by a key of theirs
-    # (made at most once per snapshot, dropped when the indexes change)
-    derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # what requests derive from the indexes above (made at most once per
+    # snapshot, dropped when the indexes change)
+    memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
+                                   compare=False, repr=False)
 
     @property
     def has_nesting(self) -> bool:
         return self.nested_count > 0
 
-    def cached(self, key: tuple, make: Callable[[], object]) -> object:
-        """``make()``, computed once per snapshot for ``key``. Two threads
-        may both compute it; either result is the same."""
-        value = self.derived.get(key)
-        if value is None:
-            if len(self.derived) >= _DERIVED_ENTRIES:
-                self.derived.clear()
-            value = self.derived[key] = make()
-        return value
-
     # -- sharing providers
 
     def aggregate_roots(self, aggregate_uuid: str) -> frozenset[int]:
         """The roots of the trees with a provider in the aggregate."""
-        return self.cached(("aggregate roots", aggregate_uuid), lambda: frozenset(
+        return self.memo.get_or_make(_AggregateRoots(aggregate_uuid), lambda: frozenset(
             self.providers[provider_id].root_id
             for provider_id in self.aggregate_members.get(aggregate_uuid, ())))
 
@@ -204,7 +233,7 @@ class Snapshot:
             provider = self.providers[sharing_id]
             return frozenset([provider.root_id]).union(
                 *(self.aggregate_roots(uuid) for uuid in provider.aggregates))
-        return self.cached(("sharing anchors", sharing_id), make)
+        return self.memo.get_or_make(_SharingAnchors(sharing_id), make)
 
     def _sharing_by_aggregate(self) -> dict[str, frozenset[int]]:
         def make() -> dict[str, frozenset[int]]:
@@ -213,7 +242,7 @@ class Snapshot:
                 for uuid in self.providers[sharing_id].aggregates:
                     by_aggregate[uuid].add(sharing_id)
             return {uuid: frozenset(ids) for uuid, ids in by_aggregate.items()}
-        return self.cached(("sharing by aggregate",), make)
+        return self.memo.get_or_make(_SharingByAggregate(), make)
 
     def sharing_serving(self, root_id: int) -> set[int]:
         """The sharing providers that share with the tree of ``root_id``
@@ -248,16 +277,17 @@ class Snapshot:
             for root_id in tree_roots:
                 roots = roots & self._tree_reach(root_id)
             return tuple(sorted(roots))
-        return self.cached(("anchors", frozenset(class_ids), aggregate_sets, tree_roots), make)
+        return self.memo.get_or_make(
+            _Anchors(frozenset(class_ids), aggregate_sets, tree_roots), make)
 
     def sharing_with(self, class_ids: frozenset[int]) -> frozenset[int]:
         """The sharing providers with an inventory of one of the classes."""
-        return self.cached(("sharing with", class_ids), lambda: frozenset(
+        return self.memo.get_or_make(_SharingWith(class_ids), lambda: frozenset(
             sharing_id for sharing_id in self.sharing
             if not class_ids.isdisjoint(self.providers[sharing_id].inventories)))
 
     def _class_anchors(self, class_ids: frozenset[int]) -> frozenset[int]:
-        return self.cached(("class anchors", class_ids), lambda: frozenset().union(
+        return self.memo.get_or_make(_ClassAnchors(class_ids), lambda: frozenset().union(
             *(self.holder_roots.get(class_id, ()) for class_id in class_ids),
             *(self.sharing_anchors(sharing_id) for sharing_id in self.sharing_with(class_ids))))
 
@@ -291,7 +321,7 @@ class Snapshot:
                for provider_id, provider in loaded.items()) and not any(
                 provider_id in self.providers for provider_id in gone):
             # the usual change (an inventory total): every index holds
-            return dataclasses.replace(self, providers=providers, derived=self.derived)
+            return dataclasses.replace(self, providers=providers, memo=self.memo)
         return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 

@@ -21,6 +21,7 @@ from placement.candidates.find import (
     RequestGroup,
     SearchOptions,
 )
+from placement.candidates.memo import Key
 from placement.context import RequestContext
 from placement.microversion import Version
 from placement.schemas import allocation_candidate as schema
@@ -244,11 +245,14 @@ def _rendered(item: AllocationRequest | ProviderSummary, body_format: tuple[bool
               render: Callable) -> wsgi_util.JSONFragment:
     """The JSON of ``item`` in ``body_format``, made once per item and
     format (an item may serve several requests)."""
-    fragment = item.rendered.get(body_format)
-    if fragment is None:
-        fragment = item.rendered[body_format] = wsgi_util.JSONFragment(
-            wsgi_util.encode_json(render(item, *body_format)))
-    return fragment
+    return item.rendered.get_or_make(_RenderedAs(body_format), lambda: wsgi_util.JSONFragment(
+        wsgi_util.encode_json(render(item, *body_format))))
+
+
+@dataclasses.dataclass(frozen=True)
+class _RenderedAs(Key[wsgi_util.JSONFragment]):
+    """An item's JSON in one body format: (as a dict, with mappings)."""
+    body_format: tuple[bool, bool]
 
 
 def _allocation_request(item: AllocationRequest, as_dict: bool, with_mappings: bool) -> dict:

@@ -1,0 +1,77 @@
+"""What the candidate engine keeps between requests: one store per scope,
+each entry under a named key.
+
+A key is a frozen dataclass subclassing ``Key[V]``: its class names what
+is kept (``V``, the type of the value) and its fields what the value was
+made from, so two kinds of entries never collide and a reader sees at the
+key what an entry depends on. The stores, by scope (each lives exactly as
+long as its owner, and its owner is replaced when what it was made from
+changes, never edited in place):
+
+* ``Snapshot.memo``: what requests derive from a snapshot's indexes (the
+  anchors of a set of classes, what a sharing provider reaches). A change
+  that moves a provider in the indexes makes a snapshot with a new memo.
+* ``CachedProvider.memo``: what requests derive from one provider record
+  (its search record, its tree's members, its summary). A changed
+  provider is a new record with a new memo.
+* ``Snapshot.kept`` (``snapshot.KeptStore``, one per database): results
+  and funnels kept across snapshots, bounded by the sum of their sizes;
+  each entry holds the records and usages it was made from, for the
+  reader to compare with its own.
+* ``search.Result.memo`` and the ``rendered`` memo of allocation requests
+  and provider summaries: what callers make of a value that never changes.
+
+Snapshots and provider records follow the provider change record
+(``placement.db.provider_changes``), which database triggers write
+whoever changes a provider: see the package docstring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+_MISSING = object()
+
+__all__ = ["Key", "Memo", "V"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Key(Generic[V]):
+    """The key of an entry of type ``V``: subclass it (frozen, one class
+    per kind of entry) with the fields the value depends on."""
+
+
+class Memo:
+    """Values made once per key while the owner lives; with a ``bound``,
+    emptied when full (a bound on the memory of unusual requests: the
+    common ones need few entries). Two threads may both make a value;
+    either is right, since a value depends on its key and owner only."""
+
+    __slots__ = ("_entries", "_bound")
+
+    def __init__(self, bound: int | None = None) -> None:
+        self._entries: dict[Key, object] = {}
+        self._bound = bound
+
+    def get(self, key: Key[V]) -> V | None:
+        """The value kept for ``key``, or None (use ``get_or_make`` for
+        values that may be None)."""
+        return self._entries.get(key)  # type: ignore[return-value]
+
+    def put(self, key: Key[V], value: V) -> V:
+        if self._bound is not None and len(self._entries) >= self._bound:
+            self._entries.clear()
+        self._entries[key] = value
+        return value
+
+    def get_or_make(self, key: Key[V], make: Callable[[], V]) -> V:
+        value = self._entries.get(key, _MISSING)
+        if value is _MISSING:
+            value = self.put(key, make())
+        return value  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self._entries)
