@@ -22,15 +22,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fixtures.ops import free_port
+
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
 STARTUP_SECONDS = 60
 ADMIN = {"X-Auth-Token": "admin"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _wait_until_serving(process: subprocess.Popen, port: int) -> None:
@@ -52,7 +48,7 @@ def _wait_until_serving(process: subprocess.Popen, port: int) -> None:
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     with tempfile.TemporaryDirectory() as workdir:
-        port = _free_port()
+        port = free_port()
         env = dict(os.environ,
                    OS_PLACEMENT_DATABASE__CONNECTION=f"sqlite:///{workdir}/placement.sqlite",
                    OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP="True",
