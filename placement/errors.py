@@ -37,7 +37,6 @@ REQUEST_ID_ENVIRON = "openstack.request_id"
 # Where the code of an error response is left, whatever the microversion,
 # for the request metrics (placement.middleware.RequestMetrics).
 CODE_ENVIRON = "placement.error_code"
-CODE_FROM_VERSION = (1, 23)
 
 # Messages name the values a request got wrong, and a request can make those
 # as long as itself: a message keeps its first MAX_MESSAGE characters, and
@@ -68,8 +67,11 @@ def json_error_formatter(body: str, status: str, title: str, environ: dict,
         "request_id": environ.get(REQUEST_ID_ENVIRON),
     }
     environ[CODE_ENVIRON] = code or DEFAULT
+    # Imported here: placement.microversion builds its errors with this module.
+    from placement import microversion
+
     version = environ.get(MICROVERSION_ENVIRON)
-    if version is not None and (version.major, version.minor) >= CODE_FROM_VERSION:
+    if version is not None and version >= microversion.ERROR_CODES:
         error["code"] = code or DEFAULT
     if extra:
         error.update(extra)

@@ -41,13 +41,22 @@ from placement.schemas.responses import Variant
 OPENAPI_VERSION = "3.1.0"
 EXTENSION = "x-openstack-microversions"
 NEWEST = str(microversion.MAX_VERSION)
-CACHE_HEADERS_FROM = "1.15"
 PATH_VARIABLE = re.compile(r"{([^}]+)}")
 
 # Statuses any operation can answer, whatever it does: an unparsable (400)
 # or unserved (406) microversion header, a path that names nothing (404),
 # an unexpected failure (500).
 COMMON_ERRORS = (400, 404, 406, 500)
+
+
+# A range of microversions: first and last (None: the newest), as versions
+# or as strings.
+Range = tuple["str | microversion.Version", "str | microversion.Version | None"]
+
+
+def since(version: microversion.Version) -> Range:
+    """The range from ``version`` to the newest."""
+    return (version, None)
 
 
 SchemaSource = Callable[[microversion.Version], "dict | None"]
@@ -65,7 +74,7 @@ class Outcome:
 
     status: int
     body: list[Variant] | None = None
-    versions: tuple[str, str | None] | None = None
+    versions: Range | None = None
     location: bool = False
     cache_headers: bool = False
     description: str = ""
@@ -75,7 +84,7 @@ class Outcome:
 class Operation:
     summary: str
     outcomes: tuple[Outcome, ...]
-    available: tuple[str, str | None] = ("1.0", None)
+    available: Range = since(microversion.MIN_VERSION)
     # What a request outside ``available`` gets (the spec's gate status).
     unavailable_status: int = 404
     # The schemas the handler validates its request body and query string
@@ -91,13 +100,13 @@ class Operation:
 def _renamed_until_1_6(version: microversion.Version) -> dict | None:
     """PUT /resource_classes/{name} takes the new name as a body until it
     becomes a body-less create-or-verify."""
-    if version >= microversion.CREATE_OR_VERIFY_FROM:
+    if version >= microversion.RESOURCE_CLASS_CREATE_OR_VERIFY:
         return None
     return resource_class.RESOURCE_CLASS
 
 
 def _total_usages_query(version: microversion.Version) -> dict:
-    if version >= microversion.CONSUMER_TYPES_FROM:
+    if version >= microversion.CONSUMER_TYPES:
         return usage.USAGES_QUERY_V1_38
     return usage.USAGES_QUERY
 
@@ -125,28 +134,34 @@ def operations() -> dict[tuple[str, str], Operation]:
         # resource classes
         ("/resource_classes", "GET"): Operation(
             "List all resource classes, standard and custom.",
-            (ok(responses.RESOURCE_CLASSES),), available=("1.2", None),
+            (ok(responses.RESOURCE_CLASSES),), available=since(microversion.RESOURCE_CLASSES),
             errors=_protected()),
         ("/resource_classes", "POST"): Operation(
             "Create a custom resource class.",
             (Outcome(201, location=True, description="Created."),),
-            available=("1.2", None), body=always(resource_class.RESOURCE_CLASS),
+            available=since(microversion.RESOURCE_CLASSES),
+            body=always(resource_class.RESOURCE_CLASS),
             errors=WRITE_JSON),
         ("/resource_classes/{name}", "GET"): Operation(
             "Show a resource class.",
-            (ok(responses.RESOURCE_CLASS),), available=("1.2", None), errors=_protected()),
+            (ok(responses.RESOURCE_CLASS),), available=since(microversion.RESOURCE_CLASSES),
+            errors=_protected()),
         ("/resource_classes/{name}", "PUT"): Operation(
             "Rename a custom resource class (1.2-1.6, JSON body) or create it if "
             "missing (1.7+, no body).",
-            (Outcome(200, responses.RESOURCE_CLASS, versions=("1.2", "1.6"),
+            (Outcome(200, responses.RESOURCE_CLASS,
+                     versions=(microversion.RESOURCE_CLASSES,
+                               microversion.RESOURCE_CLASS_CREATE_OR_VERIFY.before()),
                      description="Renamed."),
-             Outcome(201, versions=("1.7", None), location=True, description="Created."),
-             Outcome(204, versions=("1.7", None), location=True,
-                     description="Already existed.")),
-            available=("1.2", None), body=_renamed_until_1_6, errors=WRITE_JSON),
+             Outcome(201, versions=since(microversion.RESOURCE_CLASS_CREATE_OR_VERIFY),
+                     location=True, description="Created."),
+             Outcome(204, versions=since(microversion.RESOURCE_CLASS_CREATE_OR_VERIFY),
+                     location=True, description="Already existed.")),
+            available=since(microversion.RESOURCE_CLASSES), body=_renamed_until_1_6,
+            errors=WRITE_JSON),
         ("/resource_classes/{name}", "DELETE"): Operation(
             "Delete a custom resource class not used by any inventory.",
-            (deleted,), available=("1.2", None), errors=_protected(409)),
+            (deleted,), available=since(microversion.RESOURCE_CLASSES), errors=_protected(409)),
         # resource providers
         ("/resource_providers", "GET"): Operation(
             "List resource providers, optionally filtered.",
@@ -154,9 +169,12 @@ def operations() -> dict[tuple[str, str], Operation]:
             errors=_protected()),
         ("/resource_providers", "POST"): Operation(
             "Create a resource provider.",
-            (Outcome(201, versions=("1.0", "1.19"), location=True, description="Created."),
-             Outcome(200, responses.RESOURCE_PROVIDER, versions=("1.20", None),
-                     location=True, cache_headers=True, description="Created.")),
+            (Outcome(201, versions=(microversion.MIN_VERSION,
+                                    microversion.POST_PROVIDER_RETURNS_BODY.before()),
+                     location=True, description="Created."),
+             Outcome(200, responses.RESOURCE_PROVIDER,
+                     versions=since(microversion.POST_PROVIDER_RETURNS_BODY), location=True,
+                     cache_headers=True, description="Created.")),
             body=resource_provider.post_schema, errors=WRITE_JSON),
         (RP, "GET"): Operation(
             "Show a resource provider.",
@@ -183,7 +201,8 @@ def operations() -> dict[tuple[str, str], Operation]:
             errors=WRITE_JSON),
         (RP + "/inventories", "DELETE"): Operation(
             "Delete all of the provider's inventories.",
-            (deleted,), available=("1.5", None), unavailable_status=405,
+            (deleted,), available=since(microversion.DELETE_ALL_INVENTORIES),
+            unavailable_status=405,
             errors=_protected(405, 409)),
         (RP + "/inventories/{resource_class}", "GET"): Operation(
             "Show one inventory of the provider.",
@@ -201,28 +220,31 @@ def operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.PROVIDER_USAGES),), errors=_protected()),
         (RP + "/aggregates", "GET"): Operation(
             "List the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=("1.1", None), errors=_protected()),
+            (ok(responses.AGGREGATES),), available=since(microversion.PROVIDER_AGGREGATES),
+            errors=_protected()),
         (RP + "/aggregates", "PUT"): Operation(
             "Replace the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=("1.1", None), body=aggregate.put_schema,
+            (ok(responses.AGGREGATES),), available=since(microversion.PROVIDER_AGGREGATES),
+            body=aggregate.put_schema,
             errors=WRITE_JSON),
         (RP + "/allocations", "GET"): Operation(
             "List the allocations against the provider, by consumer.",
             (ok(responses.PROVIDER_ALLOCATIONS),), errors=_protected()),
         (RP + "/traits", "GET"): Operation(
             "List the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None), errors=_protected()),
+            (ok(responses.PROVIDER_TRAITS),), available=since(microversion.TRAITS),
+            errors=_protected()),
         (RP + "/traits", "PUT"): Operation(
             "Replace the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=("1.6", None),
+            (ok(responses.PROVIDER_TRAITS),), available=since(microversion.TRAITS),
             body=always(trait.SET_PROVIDER_TRAITS_SCHEMA), errors=WRITE_JSON),
         (RP + "/traits", "DELETE"): Operation(
             "Remove all traits from the provider.",
-            (deleted,), available=("1.6", None), errors=_protected(409)),
+            (deleted,), available=since(microversion.TRAITS), errors=_protected(409)),
         # allocations
         ("/allocations", "POST"): Operation(
             "Set the allocations of several consumers at once, atomically.",
-            (Outcome(204, description="Written."),), available=("1.13", None),
+            (Outcome(204, description="Written."),), available=since(microversion.POST_ALLOCATIONS),
             body=allocation.post_schema, errors=WRITE_JSON),
         ("/allocations/{consumer_uuid}", "GET"): Operation(
             "Show a consumer's allocations.",
@@ -237,7 +259,8 @@ def operations() -> dict[tuple[str, str], Operation]:
         ("/allocation_candidates", "GET"): Operation(
             "Sets of providers that could satisfy a request, as allocation requests "
             "plus summaries of the providers involved.",
-            (ok(responses.ALLOCATION_CANDIDATES),), available=("1.10", None),
+            (ok(responses.ALLOCATION_CANDIDATES),),
+            available=since(microversion.ALLOCATION_CANDIDATES),
             query=allocation_candidate.query_schema, errors=_protected()),
         ("/allocation_candidates/explain", "GET"): Operation(
             "Why the same query gets the candidates it gets: for each request group the "
@@ -247,34 +270,35 @@ def operations() -> dict[tuple[str, str], Operation]:
             "ruling it out. Admin only by default.",
             (Outcome(200, responses.ALLOCATION_CANDIDATES_EXPLAIN,
                      description="The explanation."),),
-            available=("1.10", None), query=allocation_candidate.explain_query_schema,
+            available=since(microversion.ALLOCATION_CANDIDATES),
+            query=allocation_candidate.explain_query_schema,
             errors=_protected()),
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",
-            (ok(responses.TRAITS),), available=("1.6", None),
+            (ok(responses.TRAITS),), available=since(microversion.TRAITS),
             query=always(trait.LIST_QUERY_SCHEMA), errors=_protected()),
         ("/traits/{name}", "GET"): Operation(
             "Check that a trait exists.",
             (Outcome(204, cache_headers=True, description="The trait exists."),),
-            available=("1.6", None), errors=_protected()),
+            available=since(microversion.TRAITS), errors=_protected()),
         ("/traits/{name}", "PUT"): Operation(
             "Create a custom trait if it does not exist.",
             (Outcome(201, location=True, cache_headers=True, description="Created."),
              Outcome(204, location=True, cache_headers=True, description="Already existed.")),
-            available=("1.6", None), errors=_protected()),
+            available=since(microversion.TRAITS), errors=_protected()),
         ("/traits/{name}", "DELETE"): Operation(
             "Delete a custom trait no provider has.",
-            (deleted,), available=("1.6", None), errors=_protected(409)),
+            (deleted,), available=since(microversion.TRAITS), errors=_protected(409)),
         ("/usages", "GET"): Operation(
             "Total usage of a project (and user), by resource class; by consumer "
             "type from 1.38.",
-            (ok(responses.TOTAL_USAGES),), available=("1.9", None),
+            (ok(responses.TOTAL_USAGES),), available=since(microversion.USAGES),
             query=_total_usages_query, errors=_protected()),
         ("/reshaper", "POST"): Operation(
             "Atomically replace the inventories of several providers and the "
             "allocations of several consumers.",
-            (Outcome(204, description="Reshaped."),), available=("1.30", None),
+            (Outcome(204, description="Reshaped."),), available=since(microversion.RESHAPER),
             body=reshaper.reshape_schema, errors=WRITE_JSON),
     }
 
@@ -282,11 +306,12 @@ def operations() -> dict[tuple[str, str], Operation]:
 # --- building the document -------------------------------------------------------
 
 
-def _range(first: str, last: str | None) -> dict:
-    return {"min": first, "max": last or NEWEST}
+def _range(first: str | microversion.Version, last: str | microversion.Version | None
+           ) -> dict:
+    return {"min": str(first), "max": str(last or NEWEST)}
 
 
-def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[Variant]:
+def _variants(source: SchemaSource, available: Range) -> list[Variant]:
     """The schemas ``source`` gives over the ``available`` range, one
     variant per run of consecutive versions with an equal schema."""
     variants: list[Variant] = []
@@ -303,14 +328,14 @@ def _variants(source: SchemaSource, available: tuple[str, str | None]) -> list[V
     return variants
 
 
-def versions_in(available: tuple[str, str | None]) -> list[microversion.Version]:
+def versions_in(available: Range) -> list[microversion.Version]:
     """Every microversion of the ``available`` range."""
     first = microversion.parse(available[0])
     last = microversion.parse(available[1] or NEWEST)
     return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
 
 
-def _clipped(variants: list[Variant], versions: tuple[str, str | None]) -> list[Variant]:
+def _clipped(variants: list[Variant], versions: Range) -> list[Variant]:
     """The variants restricted to the ``versions`` range."""
     first, last = microversion.parse(versions[0]), microversion.parse(versions[1] or NEWEST)
     clipped = []
@@ -337,7 +362,7 @@ def _variants_schema(variants: list[Variant]) -> dict:
     return {"anyOf": [_annotated(variant) for variant in variants]}
 
 
-def _header(description: str, versions: tuple[str, str | None] | None = None,
+def _header(description: str, versions: Range | None = None,
             **schema) -> dict:
     header = {"description": description, "schema": {"type": "string", **schema}}
     if versions is not None:
@@ -356,8 +381,8 @@ def _success_headers(outcome: Outcome) -> dict:
     if outcome.cache_headers:
         headers["last-modified"] = _header(
             "RFC 1123 date of the newest change of what the body represents.",
-            (CACHE_HEADERS_FROM, None))
-        headers["cache-control"] = _header("Always no-cache.", (CACHE_HEADERS_FROM, None),
+            since(microversion.CACHE_HEADERS))
+        headers["cache-control"] = _header("Always no-cache.", since(microversion.CACHE_HEADERS),
                                            enum=["no-cache"])
     return headers
 
@@ -393,7 +418,7 @@ def _spans_extension(spans: list[dict]) -> dict | list[dict]:
     return spans[0] if len(spans) == 1 else spans
 
 
-def _query_parameters(source: SchemaSource, available: tuple[str, str | None]) -> list[dict]:
+def _query_parameters(source: SchemaSource, available: Range) -> list[dict]:
     """One parameter per property of the query schemas, with the range of
     versions accepting it (and requiring it, when not all do); the
     pattern-named keys (the granular request groups of

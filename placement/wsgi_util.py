@@ -16,12 +16,11 @@ import webob.exc
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils, uuidutils
 
-from placement import errors, request_data
+from placement import errors, microversion, request_data
 from placement.context import RequestContext
 from placement.microversion import version_of
 
 JSON = "application/json"
-CACHE_HEADERS_FROM = (1, 15)
 
 
 def _lenient_uuid(value: object) -> bool:
@@ -185,7 +184,7 @@ def _http_date(stamp: datetime.datetime) -> str:
 
 def _with_cache_headers(request: webob.Request, response: webob.Response,
                         last_modified: datetime.datetime | None) -> None:
-    if version_of(request) >= CACHE_HEADERS_FROM:
+    if version_of(request) >= microversion.CACHE_HEADERS:
         # Appended as they are: WebOb's header properties parse and format
         # each value again.
         response.headerlist.extend([

@@ -340,8 +340,8 @@ class Database:
         """Run ``function`` again (in a new transaction) after a deadlock, a
         Galera certification failure (reported as a deadlock), a
         serialization failure or a lost connection. ``function`` must open
-        its own transaction. Wrap it for one call (as ``retrying`` and
-        ``write`` do): the retries the metrics count are the wrapper's."""
+        its own transaction. Wrap it for one call (as ``write`` does): the
+        retries the metrics count are the wrapper's."""
         return oslo_db_api.wrap_db_retry(
             max_retries=self.max_retries,
             retry_interval=RETRY_INTERVAL,
@@ -453,17 +453,6 @@ class SizedStatement:
 def _parameter_names(name: str, size: int) -> tuple[str, ...]:
     """The bind parameter names bound_in gives a list of ``size``."""
     return tuple(f"{name}_{index}" for index in range(size))
-
-
-def retrying(function: Callable[..., T]) -> Callable[..., T]:
-    """Decorator for object-layer functions taking ``db`` first: retries the
-    whole call on deadlocks and lost connections."""
-
-    @functools.wraps(function)
-    def wrapper(db: Database, *args, **kwargs):
-        return db.retry_on_db_error(function)(db, *args, **kwargs)
-
-    return wrapper
 
 
 def write(db: Database, function: Callable[..., T], *args, **kwargs) -> T:

@@ -11,14 +11,11 @@ from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import aggregate as schema
 
-AGGREGATES_FROM = "1.1"
-GENERATION_FROM = (1, 19)
-
 
 def _response(request: webob.Request, aggregate_uuids: list[str],
               provider: rp_obj.ResourceProvider) -> webob.Response:
     body: dict = {"aggregates": aggregate_uuids}
-    if microversion.version_of(request) >= GENERATION_FROM:
+    if microversion.version_of(request) >= microversion.AGGREGATE_GENERATION:
         body["resource_provider_generation"] = provider.generation
     # Aggregates are computed data: Last-Modified is now.
     return wsgi_util.json_response(request, body, cache_headers=True)
@@ -27,7 +24,7 @@ def _response(request: webob.Request, aggregate_uuids: list[str],
 def _require_version(request: webob.Request) -> None:
     """404 below 1.1. Called after the media-type check, which comes first
     on these routes."""
-    if not microversion.version_of(request).matches(AGGREGATES_FROM):
+    if not microversion.version_of(request).matches(microversion.PROVIDER_AGGREGATES):
         raise errors.not_found()
 
 
@@ -51,7 +48,7 @@ def set_aggregates(request: webob.Request) -> webob.Response:
     uuid = request.urlvars["uuid"]
     provider_handler.require_provider(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
-    if version >= GENERATION_FROM:
+    if version >= microversion.AGGREGATE_GENERATION:
         given, generation = data["aggregates"], data["resource_provider_generation"]
     else:
         given, generation = data, None

@@ -9,16 +9,12 @@ import webob
 from oslo_utils import uuidutils
 
 from placement import errors, microversion, wsgi_util
+from placement.db import api as db_api
 from placement.handlers import resource_provider as provider_handler
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_provider
 from placement.schemas import allocation as schema
-
-OWNER_FROM = (1, 8)
-DICT_FORM_FROM = (1, 12)
-CONSUMER_GENERATION_FROM = (1, 28)
-CONSUMER_TYPE_FROM = (1, 38)
 
 
 def list_for_resource_provider(request: webob.Request) -> webob.Response:
@@ -29,7 +25,7 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
         provider = provider_handler.path_provider(
             connection, request, "Resource provider '{uuid}' not found: {error}")
         view = allocation_obj.get_for_provider(connection, provider)
-    if microversion.version_of(request) < CONSUMER_GENERATION_FROM:
+    if microversion.version_of(request) < microversion.CONSUMER_GENERATION:
         for entry in view.allocations.values():
             del entry["consumer_generation"]
     body = {"allocations": view.allocations,
@@ -46,12 +42,12 @@ def list_for_consumer(request: webob.Request) -> webob.Response:
         view = allocation_obj.get_for_consumer(connection, request.urlvars["consumer_uuid"])
     body: dict = {"allocations": view.allocations}
     version = microversion.version_of(request)
-    if view.consumer is not None and version >= DICT_FORM_FROM:
+    if view.consumer is not None and version >= microversion.DICT_ALLOCATIONS:
         body["project_id"] = view.consumer.project_id
         body["user_id"] = view.consumer.user_id
-        if version >= CONSUMER_GENERATION_FROM:
+        if version >= microversion.CONSUMER_GENERATION:
             body["consumer_generation"] = view.consumer.generation
-        if version >= CONSUMER_TYPE_FROM:
+        if version >= microversion.CONSUMER_TYPES:
             body["consumer_type"] = view.consumer.consumer_type
     return wsgi_util.json_response(request, body, cache_headers=True,
                                    last_modified=view.last_modified)
@@ -79,7 +75,7 @@ def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
     request: the owner (the configured "incomplete" one below 1.8), the type
     (1.38+) and the expected generation (1.28+)."""
     version = microversion.version_of(request)
-    if version >= OWNER_FROM:
+    if version >= microversion.ALLOCATION_OWNER:
         owner = consumer_obj.Owner(data["project_id"], data["user_id"],
                                    data.get("consumer_type"))
     else:
@@ -91,7 +87,7 @@ def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
         allocations={provider_uuid: entry["resources"]
                      for provider_uuid, entry in data["allocations"].items()},
         owner=owner,
-        check_generation=version >= CONSUMER_GENERATION_FROM,
+        check_generation=version >= microversion.CONSUMER_GENERATION,
         generation=data.get("consumer_generation"),
     )
 
@@ -121,14 +117,14 @@ def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
     consumer_uuid = _normalised_consumer_uuid(request.urlvars["consumer_uuid"])
     version = microversion.version_of(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
-    if version < DICT_FORM_FROM:
+    if version < microversion.DICT_ALLOCATIONS:
         data["allocations"] = _list_form_to_dict_form(data["allocations"])
     return _write(request, [consumer_request(request, consumer_uuid, data)],
                   lambda error: f"Unable to allocate inventory for consumer "
                                 f"{consumer_uuid}: {error}")
 
 
-@microversion.requires("1.13")
+@microversion.requires(microversion.POST_ALLOCATIONS)
 def set_allocations(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
@@ -143,5 +139,5 @@ def set_allocations(request: webob.Request) -> webob.Response:
 def delete_allocations(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocations:delete")
-    allocation_obj.delete_for_consumer(context.db, request.urlvars["consumer_uuid"])
+    db_api.write(context.db, allocation_obj.delete_for_consumer, request.urlvars["consumer_uuid"])
     return wsgi_util.empty_response(request)

@@ -27,28 +27,21 @@ from placement.microversion import Version
 from placement.schemas import allocation_candidate as schema
 
 GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
-ROOT_REQUIRED_FROM = (1, 35)
-SAME_SUBTREE_FROM = (1, 36)
-CONFLICTING_TRAITS_FROM = (1, 22)
-DICT_ALLOCATIONS_FROM = (1, 12)
-TRAITS_FROM = (1, 17)
-ALL_CLASSES_FROM = (1, 27)
-NESTED_FROM = (1, 29)
-MAPPINGS_FROM = (1, 34)
 
 
-@microversion.requires("1.10")
+@microversion.requires(microversion.ALLOCATION_CANDIDATES)
 def list_allocation_candidates(request: webob.Request) -> webob.Response:
     context, version, groups, options = _searched(
         request, "placement:allocation_candidates:list", schema.query_schema)
     with context.db.reader() as connection:
-        candidates = find.find(connection, groups, options,
-                               summarize_all_classes=version >= ALL_CLASSES_FROM)
+        candidates = find.find(
+            connection, groups, options,
+            summarize_all_classes=version >= microversion.ALL_CLASSES_IN_SUMMARIES)
     metrics.observe_allocation_candidates(len(candidates.allocation_requests))
     return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 
 
-@microversion.requires("1.10")
+@microversion.requires(microversion.ALLOCATION_CANDIDATES)
 def explain_allocation_candidates(request: webob.Request) -> webob.Response:
     """GET /allocation_candidates/explain: the query of the candidates (and
     ``provider=<uuid>``, repeatable) answered with the funnel of its
@@ -83,16 +76,16 @@ def _search_request(request: webob.Request, version: Version, query_schema: dict
     the ``[placement]`` configuration ``placement_conf``)."""
     wsgi_util.query_params(request, query_schema)
     root_traits = TraitFilter()
-    if version >= ROOT_REQUIRED_FROM:
+    if version >= microversion.ROOT_REQUIRED:
         root_traits = query.parse_root_required(
             wsgi_util.query_values(request, "root_required"))
     same_subtree = []
-    if version >= SAME_SUBTREE_FROM:
+    if version >= microversion.SAME_SUBTREE:
         same_subtree = query.parse_same_subtree(
             wsgi_util.query_values(request, "same_subtree"))
     groups = _parse_groups(request, version)
     _check_group_structure(groups, same_subtree, version)
-    if version >= CONFLICTING_TRAITS_FROM:
+    if version >= microversion.FORBIDDEN_TRAITS:
         _check_trait_conflicts(groups)
     group_policy = _first_value(request, "group_policy", query_schema)
     if group_policy is None and sum(group.granular for group in groups) > 1:
@@ -105,7 +98,7 @@ def _search_request(request: webob.Request, version: Version, query_schema: dict
         group_policy=group_policy,
         root_traits=root_traits,
         same_subtree=same_subtree,
-        nested_aware=version >= NESTED_FROM,
+        nested_aware=version >= microversion.NESTED_CANDIDATES,
         limit=_limit(limit),
         max_candidates=placement_conf.max_allocation_candidates,
         randomize=placement_conf.randomize_allocation_candidates,
@@ -169,7 +162,7 @@ def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup
 
 def _check_group_structure(groups: list[RequestGroup], same_subtree: list[list[str]],
                            version: Version) -> None:
-    if version >= SAME_SUBTREE_FROM:
+    if version >= microversion.SAME_SUBTREE:
         _check_resourceless_groups(groups, same_subtree)
         return
     resourceless = [group for group in groups if not group.resources]
@@ -231,8 +224,10 @@ def _check_trait_conflicts(groups: list[RequestGroup]) -> None:
 # Response ----------------------------------------------------------------
 
 def _body(candidates: Candidates, version: Version) -> dict:
-    request_format = (version >= DICT_ALLOCATIONS_FROM, version >= MAPPINGS_FROM)
-    summary_format = (version >= TRAITS_FROM, version >= NESTED_FROM)
+    request_format = (version >= microversion.DICT_ALLOCATIONS,
+                      version >= microversion.MAPPINGS)
+    summary_format = (version >= microversion.CANDIDATE_SUMMARY_TRAITS,
+                      version >= microversion.NESTED_CANDIDATES)
     return {
         "allocation_requests": [_rendered(item, request_format, _allocation_request)
                                 for item in candidates.allocation_requests],

@@ -15,6 +15,7 @@ import webob
 import webob.exc
 
 from placement import errors, exceptions, microversion, wsgi_util
+from placement.db import api as db_api
 from placement.handlers import resource_provider as provider_handler
 from placement.objects import inventory as inventory_obj
 from placement.objects import resource_provider
@@ -25,11 +26,10 @@ from placement.schemas import inventory as schema
 
 POLICY = "placement:resource_providers:inventories:"
 # From 1.26 an inventory may reserve all of its total (capacity 0).
-RESERVED_MAY_EQUAL_TOTAL_FROM = (1, 26)
 
 
 def _reserved_may_equal_total(request: webob.Request) -> bool:
-    return microversion.version_of(request) >= RESERVED_MAY_EQUAL_TOTAL_FROM
+    return microversion.version_of(request) >= microversion.RESERVED_MAY_EQUAL_TOTAL
 
 
 def _write(request: webob.Request,
@@ -37,16 +37,13 @@ def _write(request: webob.Request,
            ) -> ResourceProvider:
     """Run ``change`` on the provider of the path, freshly read, in a writer
     transaction (retried as a whole on deadlocks); the updated provider."""
-    db = wsgi_util.context_of(request).db
 
-    @db.retry_on_db_error
-    def attempt() -> ResourceProvider:
-        with db.writer() as connection:
-            provider = resource_provider.get_by_uuid(connection, request.urlvars["uuid"])
-            change(connection, provider)
-            return provider
+    def changed(connection: sa.engine.Connection) -> ResourceProvider:
+        provider = resource_provider.get_by_uuid(connection, request.urlvars["uuid"])
+        change(connection, provider)
+        return provider
 
-    return attempt()
+    return db_api.write(wsgi_util.context_of(request).db, changed)
 
 
 def _check_generation(provider: ResourceProvider, data: dict) -> None:
@@ -191,7 +188,7 @@ def set_inventories(request: webob.Request) -> webob.Response:
         cache_headers=True)
 
 
-@microversion.requires("1.5", status=webob.exc.HTTPMethodNotAllowed)
+@microversion.requires(microversion.DELETE_ALL_INVENTORIES, status=webob.exc.HTTPMethodNotAllowed)
 def delete_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
     uuid = provider_handler.require_provider(request).uuid

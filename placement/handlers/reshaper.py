@@ -17,7 +17,7 @@ from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
 
-@microversion.requires("1.30")
+@microversion.requires(microversion.RESHAPER)
 def reshape(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 import webob
 
 from placement import errors, exceptions, microversion, wsgi_util
@@ -22,13 +23,7 @@ def _representation(request: webob.Request, resource_class: ResourceClass) -> di
             "links": [{"rel": "self", "href": _location(request, resource_class.name)}]}
 
 
-@db_api.retrying
-def _create(db: db_api.Database, name: str) -> ResourceClass:
-    with db.writer() as connection:
-        return rc_obj.create(connection, name)
-
-
-@microversion.requires("1.2")
+@microversion.requires(microversion.RESOURCE_CLASSES)
 def list_resource_classes(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -41,7 +36,7 @@ def list_resource_classes(request: webob.Request) -> webob.Response:
         last_modified=wsgi_util.newest(rc.updated_at or rc.created_at for rc in classes))
 
 
-@microversion.requires("1.2")
+@microversion.requires(microversion.RESOURCE_CLASSES)
 def get_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -53,23 +48,23 @@ def get_resource_class(request: webob.Request) -> webob.Response:
         last_modified=resource_class.updated_at or resource_class.created_at)
 
 
-@microversion.requires("1.2")
+@microversion.requires(microversion.RESOURCE_CLASSES)
 def create_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
     context.can(POLICY + "create")
     data = wsgi_util.extract_json(request, schema.RESOURCE_CLASS)
     try:
-        _create(context.db, data["name"])
+        db_api.write(context.db, rc_obj.create, data["name"])
     except rc_obj.ResourceClassExists as error:
         raise errors.conflict(str(error)) from None
     return wsgi_util.empty_response(request, status=201,
                                     location=_location(request, data["name"]))
 
 
-@microversion.requires("1.2")
+@microversion.requires(microversion.RESOURCE_CLASSES)
 def update_resource_class(request: webob.Request) -> webob.Response:
-    if microversion.version_of(request) >= microversion.CREATE_OR_VERIFY_FROM:
+    if microversion.version_of(request) >= microversion.RESOURCE_CLASS_CREATE_OR_VERIFY:
         return _create_or_verify(request)
     return _rename(request)
 
@@ -79,15 +74,18 @@ def _rename(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can(POLICY + "update")
     data = wsgi_util.extract_json(request, schema.RESOURCE_CLASS)
-    with context.db.writer() as connection:
+
+    def renamed(connection: sa.engine.Connection) -> ResourceClass:
         resource_class = rc_obj.get_by_name(connection, request.urlvars["name"])
-        try:
-            renamed = rc_obj.rename(connection, resource_class, data["name"])
-        except exceptions.InvalidInput as error:
-            raise errors.bad_request(str(error)) from None
-        except rc_obj.ResourceClassExists as error:
-            raise errors.conflict(str(error)) from None
-    return wsgi_util.json_response(request, _representation(request, renamed))
+        return rc_obj.rename(connection, resource_class, data["name"])
+
+    try:
+        renamed_class = db_api.write(context.db, renamed)
+    except exceptions.InvalidInput as error:
+        raise errors.bad_request(str(error)) from None
+    except rc_obj.ResourceClassExists as error:
+        raise errors.conflict(str(error)) from None
+    return wsgi_util.json_response(request, _representation(request, renamed_class))
 
 
 def _create_or_verify(request: webob.Request) -> webob.Response:
@@ -97,23 +95,26 @@ def _create_or_verify(request: webob.Request) -> webob.Response:
     # The path name gets exactly the validation a POST body would.
     wsgi_util.validate({"name": name}, schema.RESOURCE_CLASS, "JSON does not validate")
     try:
-        _create(context.db, name)
+        db_api.write(context.db, rc_obj.create, name)
         status = 201
     except rc_obj.ResourceClassExists:
         status = 204
     return wsgi_util.empty_response(request, status=status, location=_location(request, name))
 
 
-@microversion.requires("1.2")
+@microversion.requires(microversion.RESOURCE_CLASSES)
 def delete_resource_class(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can(POLICY + "delete")
-    with context.db.writer() as connection:
+
+    def deleted(connection: sa.engine.Connection) -> None:
         resource_class = rc_obj.get_by_name(connection, request.urlvars["name"])
-        try:
-            rc_obj.delete(connection, resource_class)
-        except exceptions.InvalidInput as error:
-            raise errors.bad_request(f"Error in delete resource class: {error}") from None
-        except exceptions.Conflict as error:
-            raise errors.conflict(f"Error in delete resource class: {error}") from None
+        rc_obj.delete(connection, resource_class)
+
+    try:
+        db_api.write(context.db, deleted)
+    except exceptions.InvalidInput as error:
+        raise errors.bad_request(f"Error in delete resource class: {error}") from None
+    except exceptions.Conflict as error:
+        raise errors.conflict(f"Error in delete resource class: {error}") from None
     return wsgi_util.empty_response(request)

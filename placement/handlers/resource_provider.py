@@ -16,16 +16,13 @@ from placement.schemas import resource_provider as schema
 
 # The provider's links, each with the version that added it.
 _LINKS = (
-    ((1, 0), "self", ""),
-    ((1, 0), "inventories", "/inventories"),
-    ((1, 0), "usages", "/usages"),
-    ((1, 1), "aggregates", "/aggregates"),
-    ((1, 6), "traits", "/traits"),
-    ((1, 11), "allocations", "/allocations"),
+    (microversion.MIN_VERSION, "self", ""),
+    (microversion.MIN_VERSION, "inventories", "/inventories"),
+    (microversion.MIN_VERSION, "usages", "/usages"),
+    (microversion.PROVIDER_AGGREGATES, "aggregates", "/aggregates"),
+    (microversion.TRAITS, "traits", "/traits"),
+    (microversion.PROVIDER_ALLOCATIONS_LINK, "allocations", "/allocations"),
 )
-TREE_FIELDS_FROM = (1, 14)
-POST_RETURNS_BODY_FROM = (1, 20)
-REPARENTING_FROM = (1, 37)
 
 
 def _representation(request: webob.Request, provider: rp_obj.ResourceProvider) -> dict:
@@ -38,7 +35,7 @@ def _representation(request: webob.Request, provider: rp_obj.ResourceProvider) -
         "links": [{"rel": rel, "href": base + suffix}
                   for since, rel, suffix in _LINKS if version >= since],
     }
-    if version >= TREE_FIELDS_FROM:
+    if version >= microversion.PROVIDER_TREES:
         body["parent_provider_uuid"] = provider.parent_provider_uuid
         body["root_provider_uuid"] = provider.root_provider_uuid
     return body
@@ -93,7 +90,7 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
         raise errors.bad_request(
             f'Unable to create resource provider "{name}", {uuid}: {error}') from None
     location = wsgi_util.url(request, f"/resource_providers/{provider.uuid}")
-    if version >= POST_RETURNS_BODY_FROM:
+    if version >= microversion.POST_PROVIDER_RETURNS_BODY:
         return _provider_response(request, provider, location=location)
     return wsgi_util.empty_response(request, status=201, location=location)
 
@@ -119,7 +116,7 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
         provider = db_api.write(
             context.db, rp_obj.update, uuid, data["name"],
             data.get("parent_provider_uuid", rp_obj.UNCHANGED),
-            allow_reparenting=version >= REPARENTING_FROM)
+            allow_reparenting=version >= microversion.REPARENTING)
     except rp_obj.DuplicateProvider:
         raise errors.conflict(
             f"Conflicting resource provider {data['name']} already exists.",

@@ -14,7 +14,6 @@ from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
 
-TRAITS_FROM = "1.6"
 _CUSTOM_TRAIT = re.compile(schema.CUSTOM_TRAIT["pattern"])
 INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than 255 '
                  'characters, start with the prefix "CUSTOM_" and use following '
@@ -47,7 +46,7 @@ def _associated_filter(value: str) -> bool:
     return lowered == "true"
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def list_traits(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -62,7 +61,7 @@ def list_traits(request: webob.Request) -> webob.Response:
                                    cache_headers=True, last_modified=_newest(traits))
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def get_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:show")
@@ -72,7 +71,7 @@ def get_trait(request: webob.Request) -> webob.Response:
                                     last_modified=trait.created_at)
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def put_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:update")
@@ -86,7 +85,7 @@ def put_trait(request: webob.Request) -> webob.Response:
         cache_headers=True, last_modified=trait.created_at)
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def delete_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:delete")
@@ -102,7 +101,7 @@ def _provider_traits_response(request: webob.Request, traits: list[trait_obj.Tra
                                    last_modified=_newest(traits))
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -114,7 +113,7 @@ def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def update_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
@@ -126,7 +125,7 @@ def update_traits_for_resource_provider(request: webob.Request) -> webob.Respons
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(TRAITS_FROM)
+@microversion.requires(microversion.TRAITS)
 def delete_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:delete")

@@ -32,7 +32,7 @@ def _requested_project(request: webob.Request) -> str | None:
         return None
 
 
-@microversion.requires("1.9")
+@microversion.requires(microversion.USAGES)
 def get_total_usages(request: webob.Request) -> webob.Response:
     """GET /usages?project_id=&user_id=[&consumer_type=]"""
     wsgi_util.check_accept(request)
@@ -40,7 +40,7 @@ def get_total_usages(request: webob.Request) -> webob.Response:
     # The policy target is the project asked about (a project reader may see
     # its own usages), checked before the query string is validated.
     context.can("placement:usages", target={"project_id": _requested_project(request)})
-    by_consumer_type = microversion.version_of(request) >= microversion.CONSUMER_TYPES_FROM
+    by_consumer_type = microversion.version_of(request) >= microversion.CONSUMER_TYPES
     params = wsgi_util.query_params(
         request, schema.USAGES_QUERY_V1_38 if by_consumer_type else schema.USAGES_QUERY)
     with context.db.reader() as connection:

@@ -199,22 +199,20 @@ _DELETE_HELD = sa.delete(_allocation).where(
 _DELETE_CONSUMER = sa.delete(_consumer).where(_consumer.c.uuid == sa.bindparam("consumer_uuid"))
 
 
-@db_api.retrying
-def delete_for_consumer(db: db_api.Database, consumer_uuid: str) -> None:
+def delete_for_consumer(connection: sa.engine.Connection, consumer_uuid: str) -> None:
     """Remove every allocation of a consumer and its record. Provider
     generations are left alone (as upstream does)."""
     parameters = {"consumer_uuid": consumer_uuid}
-    with db.writer() as connection:
-        _, rows = _held(connection, [consumer_uuid])
-        if not rows:
-            raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
-        if connection.execute(_DELETE_HELD, parameters).rowcount != rows:
-            # Another transaction changed them after our read (a backend
-            # that does not lock them: nothing is kept of this one).
-            raise exceptions.NotFound(
-                f"Allocation for consumer with id {consumer_uuid} not found. error: "
-                "the allocations were deleted by another request")
-        connection.execute(_DELETE_CONSUMER, parameters)
+    _, rows = _held(connection, [consumer_uuid])
+    if not rows:
+        raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
+    if connection.execute(_DELETE_HELD, parameters).rowcount != rows:
+        # Another transaction changed them after our read (a backend
+        # that does not lock them: nothing is kept of this one).
+        raise exceptions.NotFound(
+            f"Allocation for consumer with id {consumer_uuid} not found. error: "
+            "the allocations were deleted by another request")
+    connection.execute(_DELETE_CONSUMER, parameters)
 
 
 # -- Writing -----------------------------------------------------------------
@@ -475,10 +473,15 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
         consumer_obj.delete_if_empty(connection, emptied)
 
 
-@db_api.retrying
+def _prepared_and_written(connection: sa.engine.Connection,
+                          requests: list[ConsumerAllocations]) -> None:
+    write(connection, prepare(connection, requests))
+
+
 def _attempt(db: db_api.Database, requests: list[ConsumerAllocations]) -> None:
-    with db.writer() as connection:
-        write(connection, prepare(connection, requests))
+    """One attempt of ``replace_all``: a new transaction (retried, each
+    time new, after a deadlock or a lost connection)."""
+    db_api.write(db, _prepared_and_written, requests)
 
 
 def replace_all(db: db_api.Database, requests: list[ConsumerAllocations],

@@ -80,24 +80,29 @@ def _replace_inventories(connection: sa.engine.Connection,
         raise allocation_obj.ProviderGenerationRace() from None
 
 
-@db_api.retrying
 def _reshape_once(db: db_api.Database, inventories: list[ProviderInventories],
                   allocations: list[allocation_obj.ConsumerAllocations]) -> None:
-    with db.writer() as connection:
-        # These objects are the only source of the providers' generations
-        # from here on (see allocation.write).
-        providers = _checked_providers(connection, inventories)
-        prepared = allocation_obj.prepare(connection, allocations)
-        for provider, wanted in zip(providers, inventories, strict=True):
-            if wanted.inventories:
-                current = inventory_obj.get_all(connection, provider)
-                widened = {**current, **{inventory.resource_class: inventory
-                                         for inventory in wanted.inventories}}
-                _replace_inventories(connection, provider, list(widened.values()))
-        allocation_obj.write(connection, prepared,
-                             {provider.id: provider for provider in providers})
-        for provider, wanted in zip(providers, inventories, strict=True):
-            _replace_inventories(connection, provider, wanted.inventories)
+    """One attempt of ``reshape``: a new transaction (retried, each time
+    new, after a deadlock or a lost connection)."""
+    db_api.write(db, _reshaped, inventories, allocations)
+
+
+def _reshaped(connection: sa.engine.Connection, inventories: list[ProviderInventories],
+              allocations: list[allocation_obj.ConsumerAllocations]) -> None:
+    # These objects are the only source of the providers' generations
+    # from here on (see allocation.write).
+    providers = _checked_providers(connection, inventories)
+    prepared = allocation_obj.prepare(connection, allocations)
+    for provider, wanted in zip(providers, inventories, strict=True):
+        if wanted.inventories:
+            current = inventory_obj.get_all(connection, provider)
+            widened = {**current, **{inventory.resource_class: inventory
+                                     for inventory in wanted.inventories}}
+            _replace_inventories(connection, provider, list(widened.values()))
+    allocation_obj.write(connection, prepared,
+                         {provider.id: provider for provider in providers})
+    for provider, wanted in zip(providers, inventories, strict=True):
+        _replace_inventories(connection, provider, wanted.inventories)
 
 
 # A lost race to insert a project, user, consumer type or consumer can only

@@ -102,7 +102,7 @@ def create(connection: sa.engine.Connection, name: str) -> ResourceClass:
     """Insert a custom class with the next free custom id. Raises
     ResourceClassExists when the name is taken. Two writers racing for the
     same id: the loser gets DBDuplicateEntry on the primary key and must
-    retry in a new transaction (``placement.db.api.retrying`` does)."""
+    retry in a new transaction (``placement.db.api.write`` does)."""
     exists = connection.execute(sa.select(_rc.c.id).where(_rc.c.name == name)).first()
     if exists is not None:
         raise ResourceClassExists(f"Conflicting resource class already exists: {name}")

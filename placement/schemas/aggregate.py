@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from placement import microversion
 from placement.microversion import Version
 
 _AGGREGATES = {
@@ -26,4 +27,4 @@ PUT_SCHEMA_V1_19 = {
 
 
 def put_schema(version: Version) -> dict:
-    return PUT_SCHEMA_V1_19 if version >= (1, 19) else PUT_SCHEMA_V1_1
+    return PUT_SCHEMA_V1_19 if version >= microversion.AGGREGATE_GENERATION else PUT_SCHEMA_V1_1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+from placement import microversion
 from placement.microversion import Version
 
 UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
@@ -124,18 +125,18 @@ PUT_V1_38 = _extended(PUT_V1_34, consumer_type=CONSUMER_TYPE)
 
 # Newest first: the first entry whose version is <= the request's applies.
 _PUT_SCHEMAS = [
-    ((1, 38), PUT_V1_38),
-    ((1, 34), PUT_V1_34),
-    ((1, 28), PUT_V1_28),
-    ((1, 12), PUT_DICT_FORM),
-    ((1, 8), PUT_LIST_FORM_WITH_OWNER),
-    ((1, 0), PUT_LIST_FORM),
+    (microversion.CONSUMER_TYPES, PUT_V1_38),
+    (microversion.MAPPINGS, PUT_V1_34),
+    (microversion.CONSUMER_GENERATION, PUT_V1_28),
+    (microversion.DICT_ALLOCATIONS, PUT_DICT_FORM),
+    (microversion.ALLOCATION_OWNER, PUT_LIST_FORM_WITH_OWNER),
+    (microversion.MIN_VERSION, PUT_LIST_FORM),
 ]
 _CONSUMER_SCHEMAS = [
-    ((1, 38), PUT_V1_38),
-    ((1, 34), PUT_V1_34),
-    ((1, 28), PUT_V1_28),
-    ((1, 13), CONSUMER_V1_13),
+    (microversion.CONSUMER_TYPES, PUT_V1_38),
+    (microversion.MAPPINGS, PUT_V1_34),
+    (microversion.CONSUMER_GENERATION, PUT_V1_28),
+    (microversion.POST_ALLOCATIONS, CONSUMER_V1_13),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 
+from placement import microversion
 from placement.microversion import Version
 
 _LIMIT = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1,
@@ -54,15 +55,15 @@ GET_1_36 = copy.deepcopy(GET_1_35)
 GET_1_36["properties"]["same_subtree"] = _STRING
 
 _BY_VERSION = [
-    ((1, 36), GET_1_36),
-    ((1, 35), GET_1_35),
-    ((1, 33), GET_1_33),
-    ((1, 31), GET_1_31),
-    ((1, 25), GET_1_25),
-    ((1, 21), GET_1_21),
-    ((1, 17), GET_1_17),
-    ((1, 16), GET_1_16),
-    ((1, 10), GET_1_10),
+    (microversion.SAME_SUBTREE, GET_1_36),
+    (microversion.ROOT_REQUIRED, GET_1_35),
+    (microversion.ARBITRARY_GROUP_SUFFIXES, GET_1_33),
+    (microversion.CANDIDATES_IN_TREE, GET_1_31),
+    (microversion.GRANULAR_REQUESTS, GET_1_25),
+    (microversion.CANDIDATES_MEMBER_OF, GET_1_21),
+    (microversion.CANDIDATE_SUMMARY_TRAITS, GET_1_17),
+    (microversion.CANDIDATES_LIMIT, GET_1_16),
+    (microversion.ALLOCATION_CANDIDATES, GET_1_10),
 ]
 
 

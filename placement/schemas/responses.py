@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from placement import microversion as mv
+from placement.microversion import Version
+
 RC_PATTERN = "^[A-Z0-9_]+$"
 # Provider uuids in responses are the normalised (dashed, lower-case) ones;
 # consumer and aggregate uuids are echoed as the client sent them.
@@ -25,8 +28,8 @@ class Variant(NamedTuple):
     """A schema valid from ``min_version`` to ``max_version`` (inclusive;
     None = the newest microversion)."""
 
-    min_version: str
-    max_version: str | None
+    min_version: str | Version
+    max_version: str | Version | None
     schema: dict
 
 
@@ -58,7 +61,7 @@ def _links(count: int) -> dict:
 
 # --- GET / -------------------------------------------------------------------
 
-ROOT = [Variant("1.0", None, _object({
+ROOT = [Variant(mv.MIN_VERSION, None, _object({
     "versions": {"type": "array", "minItems": 1, "maxItems": 1, "items": _object({
         "id": {"type": "string"},
         "max_version": {"type": "string", "pattern": r"^1\.[0-9]+$"},
@@ -71,8 +74,8 @@ ROOT = [Variant("1.0", None, _object({
 # --- resource classes ----------------------------------------------------------
 
 _RESOURCE_CLASS = _object({"name": {"type": "string", "pattern": RC_PATTERN}, "links": _links(1)})
-RESOURCE_CLASS = [Variant("1.2", None, _RESOURCE_CLASS)]
-RESOURCE_CLASSES = [Variant("1.2", None, _object({
+RESOURCE_CLASS = [Variant(mv.RESOURCE_CLASSES, None, _RESOURCE_CLASS)]
+RESOURCE_CLASSES = [Variant(mv.RESOURCE_CLASSES, None, _object({
     "resource_classes": {"type": "array", "items": _RESOURCE_CLASS},
 }))]
 
@@ -96,11 +99,11 @@ def _resource_provider(links: int, nested: bool) -> dict:
 # links grow at 1.1 (aggregates), 1.6 (traits), 1.11 (allocations); the
 # parent/root keys appear at 1.14.
 _PROVIDER_SHAPES = [
-    ("1.0", "1.0", 3, False),
-    ("1.1", "1.5", 4, False),
-    ("1.6", "1.10", 5, False),
-    ("1.11", "1.13", 6, False),
-    ("1.14", None, 6, True),
+    (mv.MIN_VERSION, mv.PROVIDER_AGGREGATES.before(), 3, False),
+    (mv.PROVIDER_AGGREGATES, mv.TRAITS.before(), 4, False),
+    (mv.TRAITS, mv.PROVIDER_ALLOCATIONS_LINK.before(), 5, False),
+    (mv.PROVIDER_ALLOCATIONS_LINK, mv.PROVIDER_TREES.before(), 6, False),
+    (mv.PROVIDER_TREES, None, 6, True),
 ]
 
 RESOURCE_PROVIDER = [
@@ -123,16 +126,16 @@ _INVENTORY_FIELDS = {
     "step_size": {"type": "integer"},
     "allocation_ratio": {"type": "number"},
 }
-INVENTORY = [Variant("1.0", None, _object(
+INVENTORY = [Variant(mv.MIN_VERSION, None, _object(
     {"resource_provider_generation": GENERATION, **_INVENTORY_FIELDS}))]
-INVENTORIES = [Variant("1.0", None, _object({
+INVENTORIES = [Variant(mv.MIN_VERSION, None, _object({
     "resource_provider_generation": GENERATION,
     "inventories": _map(_object(_INVENTORY_FIELDS)),
 }))]
 
 # --- usages --------------------------------------------------------------------
 
-PROVIDER_USAGES = [Variant("1.0", None, _object({
+PROVIDER_USAGES = [Variant(mv.MIN_VERSION, None, _object({
     "resource_provider_generation": GENERATION,
     "usages": _map(AMOUNT),
 }))]
@@ -144,8 +147,8 @@ _CONSUMER_TYPE_USAGE = {
     "additionalProperties": False,
 }
 TOTAL_USAGES = [
-    Variant("1.9", "1.37", _object({"usages": _map(AMOUNT)})),
-    Variant("1.38", None, _object({
+    Variant(mv.USAGES, mv.CONSUMER_TYPES.before(), _object({"usages": _map(AMOUNT)})),
+    Variant(mv.CONSUMER_TYPES, None, _object({
         "usages": _map(_CONSUMER_TYPE_USAGE, key_pattern="^([A-Z0-9_]+|all|unknown)$"),
     })),
 ]
@@ -156,8 +159,9 @@ TOTAL_USAGES = [
 # body validator lets dashless and upper-case forms in), so no format here.
 _AGGREGATE_LIST = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 AGGREGATES = [
-    Variant("1.1", "1.18", _object({"aggregates": _AGGREGATE_LIST})),
-    Variant("1.19", None, _object({
+    Variant(mv.PROVIDER_AGGREGATES, mv.AGGREGATE_GENERATION.before(),
+            _object({"aggregates": _AGGREGATE_LIST})),
+    Variant(mv.AGGREGATE_GENERATION, None, _object({
         "aggregates": _AGGREGATE_LIST,
         "resource_provider_generation": GENERATION,
     })),
@@ -166,8 +170,8 @@ AGGREGATES = [
 # --- traits --------------------------------------------------------------------
 
 _TRAIT_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 255}}
-TRAITS = [Variant("1.6", None, _object({"traits": _TRAIT_NAMES}))]
-PROVIDER_TRAITS = [Variant("1.6", None, _object({
+TRAITS = [Variant(mv.TRAITS, None, _object({"traits": _TRAIT_NAMES}))]
+PROVIDER_TRAITS = [Variant(mv.TRAITS, None, _object({
     "traits": _TRAIT_NAMES,
     "resource_provider_generation": GENERATION,
 }))]
@@ -189,8 +193,9 @@ def _provider_allocations(consumer_generation: bool) -> dict:
 
 
 PROVIDER_ALLOCATIONS = [
-    Variant("1.0", "1.27", _provider_allocations(consumer_generation=False)),
-    Variant("1.28", None, _provider_allocations(consumer_generation=True)),
+    Variant(mv.MIN_VERSION, mv.CONSUMER_GENERATION.before(),
+            _provider_allocations(consumer_generation=False)),
+    Variant(mv.CONSUMER_GENERATION, None, _provider_allocations(consumer_generation=True)),
 ]
 
 # A consumer without allocations reads as exactly {"allocations": {}} at
@@ -214,10 +219,13 @@ def _consumer_allocations(owner: bool, generation: bool, consumer_type: bool) ->
 
 
 CONSUMER_ALLOCATIONS = [
-    Variant("1.0", "1.11", _consumer_allocations(False, False, False)),
-    Variant("1.12", "1.27", _consumer_allocations(True, False, False)),
-    Variant("1.28", "1.37", _consumer_allocations(True, True, False)),
-    Variant("1.38", None, _consumer_allocations(True, True, True)),
+    Variant(mv.MIN_VERSION, mv.DICT_ALLOCATIONS.before(),
+            _consumer_allocations(False, False, False)),
+    Variant(mv.DICT_ALLOCATIONS, mv.CONSUMER_GENERATION.before(),
+            _consumer_allocations(True, False, False)),
+    Variant(mv.CONSUMER_GENERATION, mv.CONSUMER_TYPES.before(),
+            _consumer_allocations(True, True, False)),
+    Variant(mv.CONSUMER_TYPES, None, _consumer_allocations(True, True, True)),
 ]
 
 # --- allocation candidates -----------------------------------------------------
@@ -259,11 +267,11 @@ def _provider_summary(traits: bool, tree: bool) -> dict:
 
 # (first, last, dict-form requests, mappings, summary traits, summary tree)
 _CANDIDATE_SHAPES = [
-    ("1.10", "1.11", False, False, False, False),
-    ("1.12", "1.16", True, False, False, False),
-    ("1.17", "1.28", True, False, True, False),
-    ("1.29", "1.33", True, False, True, True),
-    ("1.34", None, True, True, True, True),
+    (mv.ALLOCATION_CANDIDATES, mv.DICT_ALLOCATIONS.before(), False, False, False, False),
+    (mv.DICT_ALLOCATIONS, mv.CANDIDATE_SUMMARY_TRAITS.before(), True, False, False, False),
+    (mv.CANDIDATE_SUMMARY_TRAITS, mv.NESTED_CANDIDATES.before(), True, False, True, False),
+    (mv.NESTED_CANDIDATES, mv.MAPPINGS.before(), True, False, True, True),
+    (mv.MAPPINGS, None, True, True, True, True),
 ]
 
 ALLOCATION_CANDIDATES = [
@@ -284,7 +292,7 @@ _RULED_OUT = {"anyOf": [{"type": "null"}, _object({
     "constraint": {"type": "string"}, "detail": {"type": "string"},
     "suffix": _NULLABLE_STRING})]}
 
-ALLOCATION_CANDIDATES_EXPLAIN = [Variant("1.10", None, _object({
+ALLOCATION_CANDIDATES_EXPLAIN = [Variant(mv.ALLOCATION_CANDIDATES, None, _object({
     "groups": {"type": "array", "items": _object({
         "suffix": {"type": "string"},
         "spread": {"type": "boolean"},
@@ -332,8 +340,8 @@ def _error(code: bool) -> dict:
 
 # The error body of the application: ``code`` from 1.23 on.
 ERROR = [
-    Variant("1.0", "1.22", _error(code=False)),
-    Variant("1.23", None, _error(code=True)),
+    Variant(mv.MIN_VERSION, mv.ERROR_CODES.before(), _error(code=False)),
+    Variant(mv.ERROR_CODES, None, _error(code=True)),
 ]
 
 # A microversion the service does not serve (406) or cannot parse (400):
