@@ -2,7 +2,7 @@
 
 ``World`` is the part of the database one request needs (loaded by
 ``placement.candidates.find``); ``search`` turns request groups
-into allocation requests following allocation-candidates.md sections 3-4:
+into allocation requests as doc/source/user/allocation-candidates.rst describes:
 
 * anchors (roots) are taken in order; at each, each group gives a list of
   *group candidates* (the allocations it would make in that tree and the
@@ -185,7 +185,7 @@ class Result:
 
 def group_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
     """Every way ``group`` alone can be satisfied within the tree of
-    ``anchor`` and the sharing providers serving it (section 3)."""
+    ``anchor`` and the sharing providers serving it (docs: "How one group finds its candidates")."""
     if not group.resources:
         return _resourceless_candidates(world, group, anchor)
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
@@ -208,13 +208,13 @@ def _tree_root(world: World, group: RequestGroup) -> int | None:
 
 
 def _single_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
-    """All resources of the group from one provider (section 3b)."""
+    """All resources of the group from one provider (docs: "Granular groups")."""
     tree_root = _tree_root(world, group)
     resources = sorted(group.resources.items())
     candidates = []
     for provider in world.members[anchor]:
         # in_tree only chooses the provider here: a sharing provider in that
-        # tree still serves every tree it shares with (unlike section 3a)
+        # tree still serves every tree it shares with (unlike the spread group)
         if tree_root is not None and provider.root_id != tree_root:
             continue
         inventories = provider.inventories
@@ -245,7 +245,7 @@ def _resourceless_candidates(world: World, group: RequestGroup,
 
 
 def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
-    """The unsuffixed group over trees and sharing providers (section 3a).
+    """The unsuffixed group over trees and sharing providers (docs: "spread over a tree").
     Called for every anchor: what does not depend on the class is checked
     once per provider, what does not depend on the provider once per anchor."""
     members = world.members[anchor]
@@ -560,7 +560,7 @@ def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool
 
 
 def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
-    """The allocation requests for ``groups`` (section 4), at most
+    """The allocation requests for ``groups`` (docs: "Combining the groups"), at most
     ``max_candidates`` (if > 0) and ``limit`` of them."""
     root_allowed = _root_filter(world, options.root_traits)
     # Groups asking the same (typically resources1 and resources2 of one
