@@ -34,7 +34,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from placement.db import api as db_api
-from placement.db import migration, tables, triggers
+from placement.db import migration, server_databases, tables, triggers
 
 ALL_BACKENDS = ("sqlite", "mysql", "postgresql")
 
@@ -45,7 +45,7 @@ SERVER_URLS = {
 }
 
 # Seconds to wait for a server that does not answer before calling it down.
-CONNECT_TIMEOUT = 5
+CONNECT_TIMEOUT = server_databases.CONNECT_TIMEOUT
 
 
 def in_ci() -> bool:
@@ -78,10 +78,7 @@ def _unique_name(prefix: str) -> str:
 
 
 def admin_engine(backend: str, admin_url: str | None = None) -> sa.engine.Engine:
-    url = sa.engine.make_url(admin_url or SERVER_URLS[backend])
-    connect_args = {"connect_timeout": CONNECT_TIMEOUT}
-    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool,
-                            connect_args=connect_args)
+    return server_databases.admin_engine(admin_url or SERVER_URLS[backend])
 
 
 def server_unavailable_reason(backend: str, admin_url: str | None = None) -> str | None:
@@ -102,28 +99,14 @@ def server_unavailable_reason(backend: str, admin_url: str | None = None) -> str
 
 def _create_server_database(backend: str, prefix: str) -> str:
     name = _unique_name(prefix)
-    engine = admin_engine(backend)
-    with engine.connect() as connection:
-        if backend == "mysql":
-            connection.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-        else:
-            connection.exec_driver_sql(f"CREATE DATABASE {name} ENCODING 'UTF8'")
-    engine.dispose()
+    url = server_databases.create_database(SERVER_URLS[backend], name)
     with _lock:
         _created_server_databases.append((backend, name))
-    return sa.engine.make_url(SERVER_URLS[backend]).set(database=name).render_as_string(
-        hide_password=False)
+    return url
 
 
 def _drop_server_database(backend: str, name: str) -> None:
-    engine = admin_engine(backend)
-    with engine.connect() as connection:
-        if backend == "postgresql":
-            # A server process under test may still hold connections.
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        else:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-    engine.dispose()
+    server_databases.drop_database(SERVER_URLS[backend], name)
 
 
 def drop_run_databases() -> None:

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from placement.db import server_databases
 from tests import db as test_db
 from tests.fixtures import ops
 
@@ -68,10 +69,7 @@ class PrivateServer:
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its URL."""
-        engine = test_db.admin_engine(self.backend, self.admin_url)
-        with engine.connect() as connection:
-            connection.exec_driver_sql(f"CREATE DATABASE {name}")
-        engine.dispose()
+        server_databases.create_database(self.admin_url, name)
         return self.url(name)
 
     def kill_connections(self, url: str) -> int:

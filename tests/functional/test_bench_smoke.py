@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
-from bench import cli, scenarios
+import pytest
+
+from placement.bench import cli, scenarios
+
+pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -18,7 +22,7 @@ def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
     report_path = tmp_path / "report.json"
     environment = dict(os.environ, PYTHONPATH=ROOT)
     run = subprocess.run(
-        [sys.executable, "-m", "bench", "--n", "20", "--duration", "5", "--requests", "4",
+        [sys.executable, "-m", "placement.bench", "--n", "20", "--duration", "5", "--requests", "4",
          "--seed-concurrency", "2", "--backend", "sqlite", "--json", str(report_path)],
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr

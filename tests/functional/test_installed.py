@@ -10,11 +10,14 @@ import json
 import os
 import subprocess
 import uuid
+import zipfile
 
 import pytest
 
 from placement.db import migration
 from tests.fixtures import installed, ops
+
+pytestmark = pytest.mark.external("build")
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.20"}
 COMMAND_TIMEOUT = 120
@@ -120,3 +123,19 @@ def test_uwsgi_serves_the_installed_package(venv, synced, workdir, request):
         _assert_versions(server.url)
         _create_and_read_a_provider(server.url)
     assert "Traceback" not in server.output(), server.output()
+
+
+def test_the_wheel_holds_the_placement_package_alone():
+    """Nothing but ``placement`` at the top of the wheel (the benchmark is
+    ``placement.bench``; ``packages = find:`` must pick up nothing else)."""
+    with zipfile.ZipFile(installed.artifacts().wheel) as wheel:
+        names = wheel.namelist()
+        (top_level_file,) = [name for name in names
+                             if name.endswith(".dist-info/top_level.txt")]
+        top_level = wheel.read(top_level_file).decode().split()
+        entry_points = wheel.read(top_level_file.replace("top_level.txt", "entry_points.txt"))
+    assert top_level == ["placement"]
+    tops = {name.split("/")[0] for name in names if ".dist-info/" not in name}
+    assert tops == {"placement"}, sorted(tops)
+    assert "placement/bench/cli.py" in names
+    assert "placement-bench = placement.bench.cli:main" in entry_points.decode()

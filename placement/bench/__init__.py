@@ -1,5 +1,5 @@
 """A benchmark for the placement service.
 
 It starts a server on a fresh database, seeds it over HTTP and runs timed
-scenarios with keep-alive clients (``python -m bench --help``).
+scenarios with keep-alive clients (``python -m placement.bench --help``).
 """

@@ -3,7 +3,8 @@
 Point it at a database the benchmark seeded (``--keep-workdir`` keeps the
 SQLite files) and at a request path:
 
-    python -m bench.profile_request sqlite:////tmp/placement-bench-x/placement_bench_y.sqlite \\
+    python -m placement.bench.profile_request \\
+        sqlite:////tmp/placement-bench-x/placement_bench_y.sqlite \\
         '/allocation_candidates?resources=VCPU:2,MEMORY_MB:2048,DISK_GB:20&limit=1000'
 
 It prints the mean time per request and the functions with the highest

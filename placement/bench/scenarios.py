@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from bench.client import Client, UnexpectedResponse, expect
-from bench.seed import WIDE_CHILDREN, Cloud, Trees
-from bench.stats import Samples
+from placement.bench.client import Client, UnexpectedResponse, expect
+from placement.bench.seed import WIDE_CHILDREN, Cloud, Trees
+from placement.bench.stats import Samples
 
 PROJECT_ID = "bench-project"
 USER_ID = "bench-user"

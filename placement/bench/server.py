@@ -16,11 +16,15 @@ import urllib.error
 import urllib.request
 import uuid
 
+from placement.db import server_databases
+
 BACKENDS = ("sqlite", "mysql", "postgresql")
 DEFAULT_SERVER_CMD = f"{shlex.quote(sys.executable)} -m placement.cmd.api --port {{port}}"
+# Administrative connections to the servers on 127.0.0.1 (the database part
+# is PostgreSQL's maintenance database).
 _ADMIN_URLS = {
-    "mysql": "mysql+pymysql://root@127.0.0.1/{name}",
-    "postgresql": "postgresql+psycopg://postgres@127.0.0.1/{name}",
+    "mysql": "mysql+pymysql://root@127.0.0.1/",
+    "postgresql": "postgresql+psycopg://postgres@127.0.0.1/postgres",
 }
 
 
@@ -28,7 +32,8 @@ class FreshDatabase:
     """An empty database created for one run and dropped afterwards.
 
     SQLite: a file in a temporary directory. MariaDB / PostgreSQL: a new
-    database named ``placement_bench_<random>`` on the server at 127.0.0.1.
+    database named ``placement_bench_<random>`` on the server at 127.0.0.1,
+    made as the tests make theirs (placement/db/server_databases.py).
     The service migrates it itself (``sync_on_startup``).
     """
 
@@ -40,29 +45,11 @@ class FreshDatabase:
         if backend == "sqlite":
             self.url = "sqlite:///" + os.path.join(workdir, self.name + ".sqlite")
         else:
-            self.url = _ADMIN_URLS[backend].format(name=self.name)
-            self._admin(f"CREATE DATABASE {self.name}")
+            self.url = server_databases.create_database(_ADMIN_URLS[backend], self.name)
 
     def drop(self) -> None:
         if self.backend != "sqlite":
-            self._admin(f"DROP DATABASE IF EXISTS {self.name}")
-
-    def _admin(self, statement: str) -> None:
-        if self.backend == "mysql":
-            import pymysql
-
-            connection = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute(statement)
-            finally:
-                connection.close()
-        else:
-            import psycopg
-
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
-                                 autocommit=True) as connection:
-                connection.execute(statement)
+            server_databases.drop_database(_ADMIN_URLS[self.backend], self.name)
 
 
 def free_port() -> int:

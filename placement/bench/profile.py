@@ -1,7 +1,7 @@
 """Summarise py-spy collapsed stacks (``--profile`` output): the functions
 where the server spends its time, by own time and by inclusive time.
 
-    python -m bench.profile DIR/b.storm-c8.txt [--top 25] [--filter placement/]
+    python -m placement.bench.profile DIR/b.storm-c8.txt [--top 25] [--filter placement/]
 """
 
 from __future__ import annotations

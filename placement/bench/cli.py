@@ -1,4 +1,4 @@
-"""``placement-bench`` / ``python -m bench``: start, seed, measure, report."""
+"""``placement-bench`` / ``python -m placement.bench``: start, seed, measure, report."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import scenarios, seed
-from bench.scenarios import Ledger, Limits, Target
-from bench.server import BACKENDS, DEFAULT_SERVER_CMD, FreshDatabase, Server
-from bench.stats import format_table, write_json
+from placement.bench import scenarios, seed
+from placement.bench.scenarios import Ledger, Limits, Target
+from placement.bench.server import BACKENDS, DEFAULT_SERVER_CMD, FreshDatabase, Server
+from placement.bench.stats import format_table, write_json
 
 CellRunner = Callable[[Target, Limits, Ledger], dict[str, Any]]
 
@@ -117,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", metavar="DIR",
                         help="sample the server with py-spy during seeding and each cell; "
                              "collapsed stacks go to DIR/<dataset or cell>.txt "
-                             "(summarise them with python -m bench.profile DIR/*.txt)")
+                             "(summarise them with python -m placement.bench.profile DIR/*.txt)")
     parser.add_argument("--keep-workdir", action="store_true",
                         help="keep the SQLite files and server logs")
     args = parser.parse_args(argv)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.client import Client, expect
+from placement.bench.client import Client, expect
 
 AGGREGATE_COUNT = 10
 SHARING_AGGREGATES = 5

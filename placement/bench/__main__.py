@@ -1,0 +1,5 @@
+import sys
+
+from placement.bench.cli import main
+
+sys.exit(main())
