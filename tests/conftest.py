@@ -9,6 +9,14 @@ gabbi tests carry a ``backend`` marker. Tests of a module that imports
 deselected, with the reason in the report header, except under CI
 (``CI=true``), where the run fails at once instead.
 
+Tests marked ``external(name)`` need something of the machine beyond Python
+packages and database servers (``EXTERNAL`` below: Apache mod_wsgi, Galera,
+the original service's tool, wheel builds). When it is missing, they are
+deselected with a note at the end of the report, except under CI, where the
+run fails instead. Markers (registered in pyproject.toml): ``slow`` and
+``external`` select the quick set, ``pytest -m "not slow and not external"``
+(doc/source/contributor/testing.rst).
+
 The terminal summary shows the time spent per backend and the lines tests
 gave to the ``report`` fixture (e.g. the stress test's claims per second).
 """
@@ -16,6 +24,8 @@ gave to the ``report`` fixture (e.g. the stress test's claims per second).
 from __future__ import annotations
 
 import collections
+import functools
+import os
 
 import pytest
 
@@ -27,14 +37,60 @@ pytest.register_assert_rewrite("tests.fixtures.osc_story")
 from tests import db  # noqa: E402
 
 _unavailable: dict[str, str] = {}
+# external(name) -> why it is missing, for those found missing in this run.
+_missing_externals: dict[str, str] = {}
 _backend_of_test: dict[str, str] = {}
 _seconds_per_backend: collections.Counter = collections.Counter()
 _reported_lines: list[str] = []
 
 
+def _missing_paths(hint: str, *paths: str) -> str | None:
+    for path in paths:
+        if not os.path.exists(path):
+            return f"{path} is not installed ({hint})"
+    return None
+
+
+def _apache_unavailable_reason() -> str | None:
+    # What tests/functional/test_mod_wsgi.py runs: Debian's Apache, its
+    # mod_wsgi and the python3 that mod_wsgi is built for.
+    return _missing_paths("Debian: apache2 libapache2-mod-wsgi-py3 python3-venv",
+                          "/usr/sbin/apache2", "/usr/lib/apache2/modules/mod_wsgi.so",
+                          "/usr/bin/python3")
+
+
+def _galera_unavailable_reason() -> str | None:
+    from tests import db_servers
+
+    return db_servers.galera_unavailable_reason()
+
+
+def _original_service_unavailable_reason() -> str | None:
+    from tests.fixtures import original
+
+    return _missing_paths("the tool that installs and runs the original service",
+                          original.TOOL)
+
+
+# What ``external(name)`` names: a function telling why it is missing here
+# (None when it is there), or None for what the test extra always brings.
+EXTERNAL = {
+    "apache": _apache_unavailable_reason,
+    "galera": _galera_unavailable_reason,
+    "original-service": _original_service_unavailable_reason,
+    "build": None,  # wheel and sdist builds (python -m build, pip)
+}
+
+
+@functools.cache
+def _external_missing_reason(name: str) -> str | None:
+    if name not in EXTERNAL:
+        raise pytest.UsageError(f"unknown external({name!r}); known: {', '.join(EXTERNAL)}")
+    check = EXTERNAL[name]
+    return check() if check is not None else None
+
+
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "backend(name): the database backend the test runs on")
     if db.in_ci() and set(db.selected_backends()) != set(db.ALL_BACKENDS):
         pytest.exit("PLACEMENT_TEST_BACKENDS may not narrow the backends under CI",
                     returncode=pytest.ExitCode.USAGE_ERROR)
@@ -104,19 +160,37 @@ def database(backend):
     fresh.close()
 
 
+def _missing_external(item) -> str | None:
+    """The first ``external(name)`` of ``item`` that is missing here."""
+    for marker in item.iter_markers("external"):
+        for name in marker.args:
+            reason = _external_missing_reason(name)
+            if reason is not None:
+                _missing_externals[name] = reason
+                return name
+    return None
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Deselect tests of a backend that is down or not selected."""
+    """Deselect tests of a backend that is down or not selected, and tests
+    that need something missing here (a failure under CI)."""
     runnable = set(db.selected_backends()) - set(_unavailable)
     kept, deselected = [], []
     for item in items:
         marker = item.get_closest_marker("backend")
-        if marker is None:
-            kept.append(item)
-        elif marker.args[0] in runnable:
-            kept.append(item)
-            _backend_of_test[item.nodeid] = marker.args[0]
-        else:
+        if marker is not None and marker.args[0] not in runnable:
             deselected.append(item)
+        elif _missing_external(item) is not None:
+            deselected.append(item)
+        else:
+            kept.append(item)
+            if marker is not None:
+                _backend_of_test[item.nodeid] = marker.args[0]
+    if _missing_externals and db.in_ci():
+        missing = "; ".join(f"{name}: {reason}" for name, reason in _missing_externals.items())
+        pytest.exit(f"tests need what is missing under CI: {missing}",
+                    returncode=pytest.ExitCode.INTERNAL_ERROR)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
@@ -140,6 +214,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"NOTE: tests on database backend {backend} were deselected: {reason}",
             yellow=True)
+    for name, reason in _missing_externals.items():
+        terminalreporter.write_line(
+            f"NOTE: tests needing external({name}) were deselected: {reason}", yellow=True)
     for line in _reported_lines:
         terminalreporter.write_line(line)
 

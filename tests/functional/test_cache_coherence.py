@@ -40,6 +40,7 @@ import http.client
 import itertools
 import json
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -56,6 +57,8 @@ from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from tests import db as test_db
 from tests.fixtures.servers import Client, servers_on
+
+pytestmark = pytest.mark.slow
 
 # Few, long examples: each step is a dozen requests per process and as many
 # SQL reads; fewer on the database servers, where a request costs more (about

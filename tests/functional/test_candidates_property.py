@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import os
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,8 @@ from placement.candidates.search import RequestGroup, SearchOptions
 from placement.db import tables
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
+
+pytestmark = pytest.mark.slow
 
 CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
 TRAITS = ("CUSTOM_A", "CUSTOM_B")

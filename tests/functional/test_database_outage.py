@@ -26,6 +26,8 @@ from tests import db_servers
 from tests.fixtures import ops, storm
 from tests.fixtures.storm import ADMIN
 
+pytestmark = pytest.mark.slow
+
 PROVIDERS = 2
 VCPU_PER_PROVIDER = 24
 WRITERS = 4

@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.candidates import explain, find
@@ -20,6 +21,8 @@ from tests.functional.test_candidates_property import (
     worlds,
     write_world,
 )
+
+pytestmark = pytest.mark.slow
 
 
 # Fixed examples in CI (a run fails for what the change did, not for what a

@@ -29,6 +29,8 @@ from placement.db import tables
 from tests.db import FreshDatabase
 from tests.fixtures.base import build_app
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_ROUTE = 25
 # Reproducible runs in CI; fresh examples on every local run.
 IN_CI = bool(os.environ.get("CI"))

@@ -17,6 +17,8 @@ from placement import openapi, router
 from tests.db import FreshDatabase
 from tests.fixtures.base import build_app
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_OPERATION = 30
 # Reproducible runs in CI; fresh examples on every local run.
 IN_CI = bool(os.environ.get("CI"))

@@ -80,6 +80,8 @@ from tests import db as test_db
 from tests.fixtures import original
 from tests.fixtures.servers import REPOSITORY, Servers
 
+pytestmark = [pytest.mark.slow, pytest.mark.external("original-service")]
+
 STORM_SECONDS = 30
 # The second storm, where the original alone over-commits: claims to ours only.
 ONLY_OURS_CLAIM_SECONDS = 15

@@ -20,6 +20,8 @@ from gabbi import driver
 from placement import microversion, openapi, router
 from tests import fixtures
 
+pytestmark = pytest.mark.slow
+
 # The document the service serves, of its route table.
 DOCUMENT = openapi.document(router.ROUTES)
 

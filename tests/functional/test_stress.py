@@ -30,11 +30,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
 from tests import db as test_db
 from tests.fixtures.servers import Client, Servers, servers_on
+
+pytestmark = pytest.mark.slow
 
 PROJECT_ID = str(uuid.uuid4())
 USER_ID = str(uuid.uuid4())

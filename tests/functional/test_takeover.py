@@ -31,6 +31,8 @@ from tests import db as test_db
 from tests.fixtures import original
 from tests.fixtures.servers import REPOSITORY, Client, Servers
 
+pytestmark = [pytest.mark.slow, pytest.mark.external("original-service")]
+
 NEWEST = "16.0.0"
 NEWEST_MAX_VERSION = "1.39"
 OLDEST = "1.0.0"
