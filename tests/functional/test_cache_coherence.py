@@ -36,7 +36,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import http.client
 import itertools
 import json
 
@@ -102,26 +101,7 @@ def header(version: tuple[int, int]) -> str:
 class ServiceClient(Client):
     """The fixture's client with the service role as well (POST /reshaper)."""
 
-    def request(self, method: str, path: str, body: object = None,
-                version: str = "placement 1.39") -> tuple[int, object]:
-        headers = {"x-auth-token": "admin", "x-roles": "admin,service",
-                   "accept": "application/json", "openstack-api-version": version}
-        payload = None
-        if body is not None:
-            payload = json.dumps(body)
-            headers["content-type"] = "application/json"
-        for attempt in (1, 2):
-            try:
-                self.connection.request(method, path, payload, headers)
-                response = self.connection.getresponse()
-                data = response.read()
-                break
-            except (OSError, http.client.HTTPException):
-                self.connection.close()
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                if method != "GET" or attempt == 2:
-                    return 0, None
-        return response.status, (json.loads(data) if data else None)
+    roles = "admin,service"
 
 
 # -- The database, read without any cache ---------------------------------------

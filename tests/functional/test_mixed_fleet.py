@@ -78,7 +78,7 @@ import sqlalchemy as sa
 
 from tests import db as test_db
 from tests.fixtures import original
-from tests.fixtures.servers import REPOSITORY, Servers
+from tests.fixtures.servers import REPOSITORY, Servers, json_request
 
 pytestmark = [pytest.mark.slow, pytest.mark.external("original-service")]
 
@@ -137,12 +137,7 @@ def _call(url: str, method: str, path: str, body: object = None,
     """Status (0: no answer), the fleet that answered (through the proxy)
     and the decoded body of one request on a connection of its own."""
     parts = urllib.parse.urlsplit(url)
-    headers = {"X-Auth-Token": "admin", "Accept": "application/json",
-               "OpenStack-API-Version": version}
-    payload = None
-    if body is not None:
-        payload = json.dumps(body)
-        headers["Content-Type"] = "application/json"
+    headers, payload = json_request(body, version)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CLIENT_TIMEOUT)
     try:
         connection.request(method, path, payload, headers)
