@@ -15,12 +15,13 @@ import webob.exc
 from placement import exceptions
 
 DEFAULT = "placement.undefined_code"
-INVENTORY_INUSE = "placement.inventory.inuse"
-CONCURRENT_UPDATE = "placement.concurrent_update"
-DUPLICATE_NAME = "placement.duplicate_name"
-PROVIDER_IN_USE = "placement.resource_provider.inuse"
-PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
-RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+# The codes of domain errors, which their exception classes carry.
+INVENTORY_INUSE = exceptions.INVENTORY_INUSE
+CONCURRENT_UPDATE = exceptions.CONCURRENT_UPDATE
+DUPLICATE_NAME = exceptions.DUPLICATE_NAME
+PROVIDER_IN_USE = exceptions.PROVIDER_IN_USE
+PROVIDER_CANNOT_DELETE_PARENT = exceptions.PROVIDER_CANNOT_DELETE_PARENT
+RESOURCE_PROVIDER_NOT_FOUND = exceptions.RESOURCE_PROVIDER_NOT_FOUND
 QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
 QUERY_BAD_VALUE = "placement.query.bad_value"
 QUERY_MISSING_VALUE = "placement.query.missing_value"
@@ -108,13 +109,12 @@ def database_unavailable(message: str) -> webob.exc.HTTPException:
 
 
 def from_domain_error(error: exceptions.PlacementError) -> webob.exc.HTTPException:
-    """The response for a domain error no handler chose to answer itself."""
+    """The response for a domain error no handler chose to answer itself,
+    with the code its class carries."""
     if isinstance(error, exceptions.PolicyNotAuthorized):
-        return http_error(webob.exc.HTTPForbidden, str(error))
+        return http_error(webob.exc.HTTPForbidden, str(error), error.code)
     if isinstance(error, exceptions.NotFound):
-        return not_found(str(error))
-    if isinstance(error, exceptions.ConcurrentUpdate):
-        return conflict(str(error), CONCURRENT_UPDATE)
+        return not_found(str(error), error.code)
     if isinstance(error, exceptions.Conflict):
-        return conflict(str(error))
-    return bad_request(str(error))
+        return conflict(str(error), error.code)
+    return bad_request(str(error), error.code)

@@ -106,7 +106,7 @@ def _write(request: webob.Request, requests: list[allocation_obj.ConsumerAllocat
     except allocation_obj.ConcurrentWrite as error:
         raise errors.conflict(
             f"Inventory and/or allocations changed while attempting to allocate: {error}",
-            errors.CONCURRENT_UPDATE) from None
+            error.code) from None
     return wsgi_util.empty_response(request)
 
 

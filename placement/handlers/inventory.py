@@ -140,7 +140,7 @@ def update_inventory(request: webob.Request) -> webob.Response:
             "No inventory record with resource class for resource provider "
             f"{uuid}: {error}") from None
     except exceptions.ConcurrentUpdate as error:
-        raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
+        raise errors.conflict(f"update conflict: {error}", error.code) from None
     # An unknown class (ResourceClassNotFound) is left to become a 404: an
     # upstream quirk clients see.
     return wsgi_util.json_response(request, _single(provider, inventory), cache_headers=True)
@@ -179,10 +179,8 @@ def set_inventories(request: webob.Request) -> webob.Response:
         raise errors.bad_request(
             f"Unknown resource class in inventory for resource provider {uuid}: {error}"
         ) from None
-    except inventory_obj.InventoryInUse as error:
-        raise errors.conflict(f"update conflict: {error}", errors.INVENTORY_INUSE) from None
-    except exceptions.ConcurrentUpdate as error:
-        raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
+    except (inventory_obj.InventoryInUse, exceptions.ConcurrentUpdate) as error:
+        raise errors.conflict(f"update conflict: {error}", error.code) from None
     return wsgi_util.json_response(
         request, _collection(provider, inventories),
         cache_headers=True)
@@ -195,13 +193,11 @@ def delete_inventories(request: webob.Request) -> webob.Response:
     try:
         _write(request, lambda connection, provider:
                inventory_obj.replace_inventories(connection, provider, []))
-    except inventory_obj.InventoryInUse as error:
-        raise errors.conflict(str(error), errors.INVENTORY_INUSE) from None
-    except exceptions.ConcurrentUpdate:
+    except exceptions.ConcurrentUpdate as error:
         raise errors.conflict(
             f"Unable to delete inventory for resource provider {uuid} because the "
             "inventory was updated by another process. Please retry your request.",
-            errors.CONCURRENT_UPDATE) from None
+            error.code) from None
     return wsgi_util.empty_response(request)
 
 

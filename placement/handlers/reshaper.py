@@ -34,16 +34,14 @@ def reshape(request: webob.Request) -> webob.Response:
                    for consumer_uuid, consumer_data in data["allocations"].items()]
     try:
         reshaper_obj.reshape(context.db, inventories, allocations)
-    except reshaper_obj.ProviderNotFound as error:
-        raise errors.bad_request(str(error), errors.RESOURCE_PROVIDER_NOT_FOUND) from None
     except allocation_obj.UnknownResourceClass as error:
         raise errors.bad_request(f"malformed reshaper data: {error}") from None
     except inventory_obj.InventoryInUse as error:
-        raise errors.conflict(f"update conflict: {error}", errors.INVENTORY_INUSE) from None
+        raise errors.conflict(f"update conflict: {error}", error.code) from None
     except allocation_obj.AllocationRefused as error:
         raise errors.conflict(f"Unable to allocate inventory: {error}") from None
     except allocation_obj.ConcurrentWrite as error:
-        raise errors.conflict(f"update conflict: {error}", errors.CONCURRENT_UPDATE) from None
+        raise errors.conflict(f"update conflict: {error}", error.code) from None
     return wsgi_util.empty_response(request)
 
 

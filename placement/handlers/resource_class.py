@@ -54,10 +54,7 @@ def create_resource_class(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can(POLICY + "create")
     data = wsgi_util.extract_json(request, schema.RESOURCE_CLASS)
-    try:
-        db_api.write(context.db, rc_obj.create, data["name"])
-    except rc_obj.ResourceClassExists as error:
-        raise errors.conflict(str(error)) from None
+    db_api.write(context.db, rc_obj.create, data["name"])
     return wsgi_util.empty_response(request, status=201,
                                     location=_location(request, data["name"]))
 
@@ -79,12 +76,7 @@ def _rename(request: webob.Request) -> webob.Response:
         resource_class = rc_obj.get_by_name(connection, request.urlvars["name"])
         return rc_obj.rename(connection, resource_class, data["name"])
 
-    try:
-        renamed_class = db_api.write(context.db, renamed)
-    except exceptions.InvalidInput as error:
-        raise errors.bad_request(str(error)) from None
-    except rc_obj.ResourceClassExists as error:
-        raise errors.conflict(str(error)) from None
+    renamed_class = db_api.write(context.db, renamed)
     return wsgi_util.json_response(request, _representation(request, renamed_class))
 
 

@@ -84,8 +84,6 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
     try:
         provider = db_api.write(context.db, rp_obj.create, name, uuid,
                                 data.get("parent_provider_uuid"))
-    except rp_obj.DuplicateProvider as error:
-        raise errors.conflict(str(error), errors.DUPLICATE_NAME) from None
     except rp_obj.ProviderActionError as error:
         raise errors.bad_request(
             f'Unable to create resource provider "{name}", {uuid}: {error}') from None
@@ -117,10 +115,10 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
             context.db, rp_obj.update, uuid, data["name"],
             data.get("parent_provider_uuid", rp_obj.UNCHANGED),
             allow_reparenting=version >= microversion.REPARENTING)
-    except rp_obj.DuplicateProvider:
+    except rp_obj.DuplicateProvider as error:
         raise errors.conflict(
             f"Conflicting resource provider {data['name']} already exists.",
-            errors.DUPLICATE_NAME) from None
+            error.code) from None
     except rp_obj.ProviderActionError as error:
         raise errors.bad_request(f"Unable to save resource provider {uuid}: {error}") from None
     return _provider_response(request, provider)
@@ -129,12 +127,7 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
 def delete_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:delete")
-    try:
-        db_api.write(context.db, rp_obj.delete, request.urlvars["uuid"])
-    except rp_obj.ProviderHasChildren as error:
-        raise errors.conflict(str(error), errors.PROVIDER_CANNOT_DELETE_PARENT) from None
-    except rp_obj.ProviderInUse as error:
-        raise errors.conflict(str(error), errors.PROVIDER_IN_USE) from None
+    db_api.write(context.db, rp_obj.delete, request.urlvars["uuid"])
     return wsgi_util.empty_response(request)
 
 

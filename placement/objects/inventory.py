@@ -48,6 +48,8 @@ class InventoryNotFound(exceptions.NotFound):
 class InventoryInUse(exceptions.Conflict):
     """Removing these inventories would orphan allocations."""
 
+    code = exceptions.INVENTORY_INUSE
+
 
 def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
     """How much of a class can be allocated in all: (total - reserved) * ratio."""

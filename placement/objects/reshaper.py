@@ -30,6 +30,8 @@ _rp = tables.resource_providers
 class ProviderNotFound(exceptions.InvalidInput):
     """A provider named in ``inventories`` does not exist."""
 
+    code = exceptions.RESOURCE_PROVIDER_NOT_FOUND
+
 
 @dataclasses.dataclass
 class ProviderInventories:

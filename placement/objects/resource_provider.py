@@ -52,6 +52,8 @@ class ResourceProvider:
 class DuplicateProvider(exceptions.Conflict):
     """Another provider already has this uuid or name."""
 
+    code = exceptions.DUPLICATE_NAME
+
 
 class ProviderActionError(exceptions.InvalidInput):
     """A create or update the provider rules refuse. ``action`` and
@@ -68,9 +70,13 @@ class ProviderActionError(exceptions.InvalidInput):
 class ProviderInUse(exceptions.Conflict):
     """The provider has allocations and cannot be deleted."""
 
+    code = exceptions.PROVIDER_IN_USE
+
 
 class ProviderHasChildren(exceptions.Conflict):
     """The provider has child providers and cannot be deleted."""
+
+    code = exceptions.PROVIDER_CANNOT_DELETE_PARENT
 
 
 PARENT_MISSING = "parent provider UUID does not exist."
