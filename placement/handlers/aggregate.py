@@ -6,7 +6,7 @@ import webob
 
 from placement import errors, microversion, wsgi_util
 from placement.db import api as db_api
-from placement.handlers import resource_provider as provider_handler
+from placement.handlers import util as handler_util
 from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import aggregate as schema
@@ -46,7 +46,7 @@ def set_aggregates(request: webob.Request) -> webob.Response:
     context.can("placement:resource_providers:aggregates:update")
     version = microversion.version_of(request)
     uuid = request.urlvars["uuid"]
-    provider_handler.require_provider(request)
+    handler_util.require_provider(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     if version >= microversion.AGGREGATE_GENERATION:
         given, generation = data["aggregates"], data["resource_provider_generation"]

@@ -10,9 +10,8 @@ from oslo_utils import uuidutils
 
 from placement import errors, microversion, wsgi_util
 from placement.db import api as db_api
-from placement.handlers import resource_provider as provider_handler
+from placement.handlers import util as handler_util
 from placement.objects import allocation as allocation_obj
-from placement.objects import consumer as consumer_obj
 from placement.objects import resource_provider
 from placement.schemas import allocation as schema
 
@@ -22,7 +21,7 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:allocations:list")
     with context.db.reader() as connection:
-        provider = provider_handler.path_provider(
+        provider = handler_util.path_provider(
             connection, request, "Resource provider '{uuid}' not found: {error}")
         view = allocation_obj.get_for_provider(connection, provider)
     if microversion.version_of(request) < microversion.CONSUMER_GENERATION:
@@ -69,29 +68,6 @@ def _list_form_to_dict_form(allocations: list[dict]) -> dict[str, dict]:
             for entry in allocations}
 
 
-def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
-                      ) -> allocation_obj.ConsumerAllocations:
-    """One consumer's entry of a PUT or POST body (dict form), as a write
-    request: the owner (the configured "incomplete" one below 1.8), the type
-    (1.38+) and the expected generation (1.28+)."""
-    version = microversion.version_of(request)
-    if version >= microversion.ALLOCATION_OWNER:
-        owner = consumer_obj.Owner(data["project_id"], data["user_id"],
-                                   data.get("consumer_type"))
-    else:
-        conf = wsgi_util.context_of(request).conf.placement
-        owner = consumer_obj.Owner(conf.incomplete_consumer_project_id,
-                                   conf.incomplete_consumer_user_id)
-    return allocation_obj.ConsumerAllocations(
-        consumer_uuid=consumer_uuid,
-        allocations={provider_uuid: entry["resources"]
-                     for provider_uuid, entry in data["allocations"].items()},
-        owner=owner,
-        check_generation=version >= microversion.CONSUMER_GENERATION,
-        generation=data.get("consumer_generation"),
-    )
-
-
 def _write(request: webob.Request, requests: list[allocation_obj.ConsumerAllocations],
            unknown_class_message: Callable[[str], str]) -> webob.Response:
     """Write the allocations with the server-side retries; 204."""
@@ -119,7 +95,7 @@ def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     if version < microversion.DICT_ALLOCATIONS:
         data["allocations"] = _list_form_to_dict_form(data["allocations"])
-    return _write(request, [consumer_request(request, consumer_uuid, data)],
+    return _write(request, [handler_util.consumer_request(request, consumer_uuid, data)],
                   lambda error: f"Unable to allocate inventory for consumer "
                                 f"{consumer_uuid}: {error}")
 
@@ -130,7 +106,7 @@ def set_allocations(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:allocations:manage")
     data = wsgi_util.extract_json(request, schema.post_schema(microversion.version_of(request)))
-    requests = [consumer_request(request, consumer_uuid, consumer_data)
+    requests = [handler_util.consumer_request(request, consumer_uuid, consumer_data)
                 for consumer_uuid, consumer_data in data.items()]
     return _write(request, requests,
                   lambda error: f"Unable to allocate inventory {error}")

@@ -16,7 +16,7 @@ import webob.exc
 
 from placement import errors, exceptions, microversion, wsgi_util
 from placement.db import api as db_api
-from placement.handlers import resource_provider as provider_handler
+from placement.handlers import util as handler_util
 from placement.objects import inventory as inventory_obj
 from placement.objects import resource_provider
 from placement.objects.inventory import Inventory
@@ -70,7 +70,7 @@ def _read(request: webob.Request, rule: str) -> tuple[ResourceProvider, dict[str
     context.can(POLICY + rule)
     with context.db.reader() as connection:
         # Upstream's odd spacing: "... found : No resource provider ...".
-        provider = provider_handler.path_provider(
+        provider = handler_util.path_provider(
             connection, request, "No resource provider with uuid {uuid} found : {error}")
         return provider, inventory_obj.get_all(connection, provider)
 
@@ -95,7 +95,7 @@ def get_inventory(request: webob.Request) -> webob.Response:
 def create_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "create")
-    uuid = provider_handler.require_provider(request).uuid
+    uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.POST_INVENTORY)
     inventory = Inventory.from_fields(data["resource_class"], data)
 
@@ -120,7 +120,7 @@ def create_inventory(request: webob.Request) -> webob.Response:
 def update_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "update")
-    uuid = provider_handler.require_provider(request).uuid
+    uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORY)
     inventory = Inventory.from_fields(request.urlvars["resource_class"], data)
 
@@ -159,7 +159,7 @@ def _records(inventories: dict[str, dict]) -> list[Inventory]:
 def set_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     wsgi_util.context_of(request).can(POLICY + "update")
-    uuid = provider_handler.require_provider(request).uuid
+    uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORIES)
     inventories: list[Inventory] = []
 
@@ -189,7 +189,7 @@ def set_inventories(request: webob.Request) -> webob.Response:
 @microversion.requires(microversion.DELETE_ALL_INVENTORIES, status=webob.exc.HTTPMethodNotAllowed)
 def delete_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
-    uuid = provider_handler.require_provider(request).uuid
+    uuid = handler_util.require_provider(request).uuid
     try:
         _write(request, lambda connection, provider:
                inventory_obj.replace_inventories(connection, provider, []))
@@ -203,7 +203,7 @@ def delete_inventories(request: webob.Request) -> webob.Response:
 
 def delete_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
-    provider_handler.require_provider(request)
+    handler_util.require_provider(request)
     resource_class = request.urlvars["resource_class"]
     not_found = f"No inventory of class {resource_class} found for delete"
     try:

@@ -8,7 +8,7 @@ import re
 import webob
 
 from placement import errors, microversion, wsgi_util
-from placement.handlers import allocation as allocation_handler
+from placement.handlers import util as handler_util
 from placement.objects import allocation as allocation_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
@@ -30,7 +30,7 @@ def reshape(request: webob.Request) -> webob.Response:
             _records(wanted["inventories"]))
         for provider_uuid, wanted in data["inventories"].items()
     ]
-    allocations = [allocation_handler.consumer_request(request, consumer_uuid, consumer_data)
+    allocations = [handler_util.consumer_request(request, consumer_uuid, consumer_data)
                    for consumer_uuid, consumer_data in data["allocations"].items()]
     try:
         reshaper_obj.reshape(context.db, inventories, allocations)

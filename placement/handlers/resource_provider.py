@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 import webob
 from oslo_utils import uuidutils
 
 from placement import errors, exceptions, microversion, query, wsgi_util
 from placement.db import api as db_api
+from placement.handlers import util as handler_util
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
@@ -44,26 +44,6 @@ def _representation(request: webob.Request, provider: rp_obj.ResourceProvider) -
 def _last_modified(providers: list[rp_obj.ResourceProvider]):
     return wsgi_util.newest(provider.updated_at or provider.created_at
                             for provider in providers)
-
-
-def path_provider(connection: sa.engine.Connection, request: webob.Request,
-                  not_found: str) -> rp_obj.ResourceProvider:
-    """The provider named by the path's ``uuid``. Routes word its 404 in
-    their own ways (as upstream does): ``not_found`` is the message, a
-    template with ``{uuid}`` and ``{error}`` (the lookup's message)."""
-    uuid = request.urlvars["uuid"]
-    try:
-        return rp_obj.get_by_uuid(connection, uuid)
-    except exceptions.NotFound as error:
-        raise errors.not_found(not_found.format(uuid=uuid, error=error)) from None
-
-
-def require_provider(request: webob.Request) -> rp_obj.ResourceProvider:
-    """The provider of the path, read in a transaction of its own. Write
-    routes call this before parsing the body, so that a missing provider is
-    a 404 before any body error."""
-    with wsgi_util.context_of(request).db.reader() as connection:
-        return rp_obj.get_by_uuid(connection, request.urlvars["uuid"])
 
 
 def _provider_response(request: webob.Request, provider: rp_obj.ResourceProvider,
@@ -108,7 +88,7 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
     context.can("placement:resource_providers:update")
     version = microversion.version_of(request)
     uuid = request.urlvars["uuid"]
-    require_provider(request)
+    handler_util.require_provider(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
     try:
         provider = db_api.write(

@@ -9,7 +9,7 @@ import webob
 
 from placement import errors, microversion, wsgi_util
 from placement.db import api as db_api
-from placement.handlers import resource_provider as provider_handler
+from placement.handlers import util as handler_util
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
@@ -108,7 +108,7 @@ def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     context.can("placement:resource_providers:traits:list")
     with context.db.reader() as conn:
         # Upstream repeats the message on this route.
-        provider = provider_handler.path_provider(conn, request, "{error}: {error}")
+        provider = handler_util.path_provider(conn, request, "{error}: {error}")
         traits = trait_obj.of_provider(conn, provider)
     return _provider_traits_response(request, traits, provider)
 

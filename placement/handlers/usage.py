@@ -5,7 +5,7 @@ from __future__ import annotations
 import webob
 
 from placement import microversion, wsgi_util
-from placement.handlers import resource_provider as provider_handler
+from placement.handlers import util as handler_util
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
 
@@ -16,7 +16,7 @@ def list_usages(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:usages")
     with context.db.reader() as connection:
-        provider = provider_handler.path_provider(
+        provider = handler_util.path_provider(
             connection, request, "No resource provider with uuid {uuid} found: {error}")
         usages = usage_obj.get_provider_usages(connection, provider)
     body = {"resource_provider_generation": provider.generation, "usages": usages}
