@@ -9,12 +9,8 @@ from placement import exceptions
 from placement.objects import inventory, resource_class, resource_provider, usage
 from placement.objects.inventory import Inventory
 from tests.db import FreshDatabase
-from tests.fixtures.inventories import (
-    add_allocation,
-    add_consumer,
-    add_inventory,
-    add_provider,
-)
+from tests.fixtures.allocations import create_provider
+from tests.fixtures.inventories import add_allocation, add_consumer, add_inventory
 
 UUID = "8a81a4a5-6a5f-4b8a-9b0c-4c7a2f1b2e3d"
 CONSUMER = "1f0e6f0c-1d3c-4b59-9a43-5a0e3e1f6c11"
@@ -24,7 +20,7 @@ CONSUMER = "1f0e6f0c-1d3c-4b59-9a43-5a0e3e1f6c11"
 def db():
     database = FreshDatabase()
     with database.db.writer() as connection:
-        provider_id = add_provider(connection, UUID, "provider")
+        provider_id = create_provider(connection, UUID, "provider")
         add_inventory(connection, provider_id, "VCPU", 8)
         add_inventory(connection, provider_id, "DISK_GB", 100)
         add_consumer(connection, CONSUMER, "project", "user")

@@ -12,8 +12,8 @@ import pytest
 import webob
 
 from tests.db import FreshDatabase
+from tests.fixtures.allocations import create_provider
 from tests.fixtures.base import build_app
-from tests.fixtures.inventories import add_provider
 
 MOUNT = "/placement"
 
@@ -71,7 +71,7 @@ def test_inventory_location_carries_the_mount(app):
     application, db = app
     provider_uuid = str(uuid.uuid4())
     with db.writer() as connection:
-        add_provider(connection, provider_uuid, "mounted")
+        create_provider(connection, provider_uuid, "mounted")
     created = _call(application, "POST", f"/resource_providers/{provider_uuid}/inventories",
                     {"resource_class": "VCPU", "total": 4})
     assert created.status_int == 201
