@@ -168,17 +168,17 @@ def _records(snapshot: Snapshot, world: find.SnapshotWorld
 # mapping of them at any change) and the same usages. The verdicts against
 # providers are not kept: a request naming providers makes its funnels anew.
 
-@dataclasses.dataclass(frozen=True)
 class _FunnelOf(Key["tuple[dict, dict, GroupFunnel]"]):
     """A group's funnel, with the providers and usages it was counted on:
     what it depends on of the group (not its suffix) and of the world."""
-    granular: bool
-    resources: tuple[tuple[str, int], ...]
-    traits: tuple
-    aggregates: tuple
-    in_tree: str | None
-    spread_unsuffixed: bool
-    tree_roots: tuple[tuple[str, int], ...]
+    # granular: bool
+    # resources: tuple[tuple[str, int], ...]
+    # traits: tuple
+    # aggregates: tuple
+    # in_tree: str | None
+    # spread_unsuffixed: bool
+    # tree_roots: tuple[tuple[str, int], ...]
+    __slots__ = ()
 
 
 def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> _FunnelOf:

@@ -211,48 +211,47 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
 # the request's classes), in a result's memo, and in the kept store (made
 # from a root's members and the shape of the request, see SnapshotWorld).
 
-@dataclasses.dataclass(frozen=True)
 class _SearchRecord(Key[Provider]):
     """The search record of a provider none of the requested classes of
     which is used."""
-    # (class id, class name) of the requested classes
-    classes: tuple[tuple[int, str], ...]
+    # classes: tuple[tuple[int, str], ...] ((id, name) of the requested classes)
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _Members(Key["tuple[int, tuple[int, ...]]"]):
     """The members of a root (``_members_of``), with the ``places`` of the
     snapshot they were found in."""
-    class_ids: frozenset[int] | None  # None: whole trees are searched
+    # class_ids: frozenset[int] | None (None: whole trees are searched)
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _Summary(Key["tuple[tuple[int, ...], ProviderSummary]"]):
     """A provider's summary, with the usages it was made with."""
-    only_classes: frozenset[str] | None  # None: every class
+    # only_classes: frozenset[str] | None (None: every class)
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _RequestOfResult(Key[AllocationRequest]):
     """The allocation request a result makes."""
+    __slots__ = ()
 
 
 _REQUEST_OF_RESULT = _RequestOfResult()
 
 
-@dataclasses.dataclass(frozen=True)
 class _ResultsAt(Key["_KeptResults"]):
     """The results at a root for requests of one shape."""
-    anchor: int
-    shape: tuple
+    # anchor: int
+    # shape: tuple
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _ValueAt(Key["_KeptAt"]):
     """What a caller (``kind``) finds at a root for requests of one shape."""
-    anchor: int
-    kind: str
-    shape: tuple
+    # anchor: int
+    # kind: str
+    # shape: tuple
+    __slots__ = ()
 
 
 class _Lazy(dict):

@@ -1,10 +1,10 @@
 """What the candidate engine keeps between requests: one store per scope,
 each entry under a named key.
 
-A key is a frozen dataclass subclassing ``Key[V]``: its class names what
-is kept (``V``, the type of the value) and its fields what the value was
-made from, so two kinds of entries never collide and a reader sees at the
-key what an entry depends on. The stores, by scope (each lives exactly as
+A key's class (a subclass of ``Key[V]``) names what is kept (``V``, the
+type of the value) and its fields what the value was made from, so two
+kinds of entries never collide and a reader sees at the key what an entry
+depends on. The stores, by scope (each lives exactly as
 long as its owner, and its owner is replaced when what it was made from
 changes, never edited in place):
 
@@ -28,8 +28,7 @@ whoever changes a provider: see the package docstring.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -38,10 +37,18 @@ _MISSING = object()
 __all__ = ["Key", "Memo", "V"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Key(Generic[V]):
-    """The key of an entry of type ``V``: subclass it (frozen, one class
-    per kind of entry) with the fields the value depends on."""
+class Key(tuple, Generic[V]):
+    """The key of an entry of type ``V``: subclass it, one class per kind
+    of entry, naming in comments the fields the value is made from, and
+    make keys as ``Kind(field, ...)``. A key is the tuple ``(Kind, field,
+    ...)``: keys of two kinds never compare equal, and hashing and
+    comparing them stays as cheap as for any tuple (providers' memos are
+    read thousands of times per request)."""
+
+    __slots__ = ()
+
+    def __new__(cls, *fields: Hashable) -> Key[V]:
+        return tuple.__new__(cls, (cls, *fields))
 
 
 class Memo:

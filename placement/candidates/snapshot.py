@@ -153,36 +153,35 @@ class KeptStore:
 
 # The entries of a snapshot's memo: each is made from the indexes alone.
 
-@dataclasses.dataclass(frozen=True)
 class _AggregateRoots(Key[frozenset[int]]):
-    aggregate_uuid: str
+    # aggregate_uuid: str
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _SharingAnchors(Key[frozenset[int]]):
-    sharing_id: int
+    # sharing_id: int
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _SharingByAggregate(Key[dict[str, frozenset[int]]]):
-    pass
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _Anchors(Key[tuple[int, ...]]):
-    class_ids: frozenset[int]
-    aggregate_sets: tuple[frozenset[str], ...]
-    tree_roots: frozenset[int]
+    # class_ids: frozenset[int]
+    # aggregate_sets: tuple[frozenset[str], ...]
+    # tree_roots: frozenset[int]
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _SharingWith(Key[frozenset[int]]):
-    class_ids: frozenset[int]
+    # class_ids: frozenset[int]
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _ClassAnchors(Key[frozenset[int]]):
-    class_ids: frozenset[int]
+    # class_ids: frozenset[int]
+    __slots__ = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -244,10 +244,10 @@ def _rendered(item: AllocationRequest | ProviderSummary, body_format: tuple[bool
         wsgi_util.encode_json(render(item, *body_format))))
 
 
-@dataclasses.dataclass(frozen=True)
 class _RenderedAs(Key[wsgi_util.JSONFragment]):
     """An item's JSON in one body format: (as a dict, with mappings)."""
-    body_format: tuple[bool, bool]
+    # body_format: tuple[bool, bool]
+    __slots__ = ()
 
 
 def _allocation_request(item: AllocationRequest, as_dict: bool, with_mappings: bool) -> dict:

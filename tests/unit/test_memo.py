@@ -1,18 +1,16 @@
 """The candidate engine's memo: named keys, bounds, values that are None."""
 
-import dataclasses
-
 from placement.candidates.memo import Key, Memo
 
 
-@dataclasses.dataclass(frozen=True)
 class _Roots(Key[frozenset]):
-    name: str
+    # name: str
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
 class _Members(Key[frozenset]):
-    name: str
+    # name: str
+    __slots__ = ()
 
 
 def test_keys_of_two_kinds_with_equal_fields_are_two_entries():
