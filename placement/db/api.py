@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging as std_logging
 import os
 import sqlite3
 import threading
@@ -349,7 +350,7 @@ class Database:
             retry_on_deadlock=True,
             retry_on_disconnect=True,
             exception_checker=is_serialization_failure,
-        )(_counting_retries(function))
+        )(_counting_retries(function, self.max_retries))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -365,9 +366,20 @@ def _retry_reason(error: Exception) -> str:
     return type(error).__name__
 
 
-def _counting_retries(function: Callable[..., T]) -> Callable[..., T]:
+def _is_retried(error: Exception) -> bool:
+    """Whether ``retry_on_db_error`` runs the function again after ``error``
+    (as oslo.db's retry decorator, configured there, decides)."""
+    return (isinstance(error, db_exc.DBDeadlock | db_exc.DBConnectionError
+                       | db_exc.RetryRequest)
+            or is_serialization_failure(error))
+
+
+def _counting_retries(function: Callable[..., T], max_retries: int) -> Callable[..., T]:
     """``function`` (of one retried call), counting each run after the
-    first in the metrics, as a retry, with why the previous run failed."""
+    first in the metrics, as a retry, with why the previous run failed.
+    Each failure that is retried is one WARNING line, without traceback:
+    a deadlock (or a Galera certification failure) that a new transaction
+    resolves is routine under concurrency, not an error."""
     failures: list[str] = []
 
     @functools.wraps(function)
@@ -378,9 +390,32 @@ def _counting_retries(function: Callable[..., T]) -> Callable[..., T]:
             return function(*args, **kwargs)
         except Exception as error:
             failures.append(_retry_reason(error))
+            if _is_retried(error) and len(failures) <= max_retries:
+                cause = error.inner_exc if isinstance(error, db_exc.RetryRequest) else error
+                LOG.warning("Retrying %s in a new transaction (retry %d of %d) after a %s: %s",
+                            getattr(function, "__qualname__", function), len(failures),
+                            max_retries, failures[-1], summary(cause))
             raise
 
     return attempt
+
+
+class _RetryLimitAsWarning(std_logging.Filter):
+    """oslo.db logs a retried call that ran out of retries at ERROR with the
+    traceback ("DB exceeded retry limit."), before the error goes on to the
+    caller (the router answers 409 or 503 and logs it in one line): one
+    WARNING line here, without traceback."""
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        if record.msg == "DB exceeded retry limit." and record.exc_info:
+            error = record.exc_info[1]
+            record.levelno, record.levelname = std_logging.WARNING, "WARNING"
+            record.msg, record.args = "DB exceeded retry limit: %s", (summary(error),)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+std_logging.getLogger(oslo_db_api.__name__).addFilter(_RetryLimitAsWarning())
 
 
 def summary(error: Exception) -> str:
