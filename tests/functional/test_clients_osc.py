@@ -8,6 +8,8 @@ import pytest
 from tests.fixtures.clients import RunningServer
 from tests.fixtures.osc_story import OscStory
 
+pytestmark = pytest.mark.slow
+
 
 class TestPlacementApi(OscStory):
     @pytest.fixture(scope="class")

@@ -21,6 +21,8 @@ from placement.db import provider_changes, tables
 from tests.fixtures.provider_api import ProviderApi
 from tests.fixtures.servers import servers_on
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def sides(backend, tmp_path):
