@@ -24,6 +24,14 @@ cli_opts = [
 ]
 
 
+# Seconds stop() waits for the worker threads before shutting down the
+# reading side of their connections: a request being processed still
+# completes and answers (its thread is then waited for without limit), but a
+# client that sent half a request (or a body it never finishes) no longer
+# holds the exit back for cheroot's default 5 s. Idle kept-alive
+# connections hold no thread and never delay the exit.
+SHUTDOWN_GRACE_SECONDS = 0.5
+
 # cheroot answers a non-integer Content-Length itself, in plain text; the API
 # answers it with its own JSON 400. The value travels to the application
 # under this header instead.
@@ -106,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     server = wsgi.Server((conf.host, conf.port), serve_http_quirks(application),
                          numthreads=conf.threads, server_name="placement-api")
     server.ConnectionClass = _Connection
+    server.shutdown_timeout = SHUTDOWN_GRACE_SECONDS
     signal.signal(signal.SIGTERM, _terminate)
     LOG.info("placement-api listening on http://%s:%s/", conf.host, conf.port)
     try:
