@@ -18,20 +18,17 @@ from placement import deploy, microversion
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import add_inventory, create_provider
 
 PROVIDER_UUID = str(uuid.uuid4())
 
 
 @pytest.fixture
-def database():
-    database = FreshDatabase()
+def database(database):
     with database.db.writer() as connection:
         provider_id = create_provider(connection, PROVIDER_UUID, "room-for-one")
         add_inventory(connection, provider_id, "VCPU", 1)
-    yield database.db
-    database.close()
+    return database.db
 
 
 def _app(db, retry_count: int = 10):

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import (
     add_allocation,
     add_inventory,
@@ -26,16 +25,14 @@ OTHER = str(uuid.uuid4())
 
 
 @pytest.fixture
-def database():
-    database = FreshDatabase()
+def database(database):
     with database.db.writer() as connection:
         provider_id = create_provider(connection, PROVIDER, "four-vcpus")
         add_inventory(connection, provider_id, "VCPU", 4)
         add_inventory(connection, provider_id, "MEMORY_MB", 1024)
         other_id = create_provider(connection, OTHER, "other")
         add_inventory(connection, other_id, "VCPU", 4)
-    yield database.db
-    database.close()
+    return database.db
 
 
 def claim(db, consumer_uuid: str, allocations: dict[str, dict[str, int]]) -> None:

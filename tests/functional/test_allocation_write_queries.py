@@ -13,21 +13,18 @@ from sqlalchemy.dialects import postgresql
 
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
 
 PROVIDERS = [str(uuid.uuid4()) for _ in range(6)]
 
 
 @pytest.fixture
-def database():
-    database = FreshDatabase()
+def database(database):
     with database.db.writer() as connection:
         for index, provider_uuid in enumerate(PROVIDERS):
             provider_id = create_provider(connection, provider_uuid, f"rp-{index}")
             add_inventory(connection, provider_id, "VCPU", 100)
-    yield database.db
-    database.close()
+    return database.db
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ from oslo_utils import timeutils
 
 from placement.db import tables
 from placement.objects.generation import compare_and_swap
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import create_provider
 
 _rp = tables.resource_providers
@@ -24,10 +23,8 @@ class Row:
 
 
 @pytest.fixture
-def database():
-    database = FreshDatabase()
-    yield database.db
-    database.close()
+def database(database):
+    return database.db
 
 
 def generations(db) -> dict[int, int]:

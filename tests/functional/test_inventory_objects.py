@@ -8,7 +8,6 @@ import pytest
 from placement import exceptions
 from placement.objects import inventory, resource_class, resource_provider, usage
 from placement.objects.inventory import Inventory
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import create_provider
 from tests.fixtures.inventories import add_allocation, add_consumer, add_inventory
 
@@ -17,16 +16,14 @@ CONSUMER = "1f0e6f0c-1d3c-4b59-9a43-5a0e3e1f6c11"
 
 
 @pytest.fixture
-def db():
-    database = FreshDatabase()
+def db(database):
     with database.db.writer() as connection:
         provider_id = create_provider(connection, UUID, "provider")
         add_inventory(connection, provider_id, "VCPU", 8)
         add_inventory(connection, provider_id, "DISK_GB", 100)
         add_consumer(connection, CONSUMER, "project", "user")
         add_allocation(connection, provider_id, CONSUMER, "VCPU", 2)
-    yield database.db
-    database.close()
+    return database.db
 
 
 def _provider(connection):

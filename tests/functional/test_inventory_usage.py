@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import uuid
 
-import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
@@ -18,13 +17,6 @@ from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process
 
 OPERATIONS = 120
-
-
-@pytest.fixture
-def database():
-    database = FreshDatabase()
-    yield database
-    database.close()
 
 
 def _kept_and_summed(database: FreshDatabase) -> tuple[dict, dict]:

@@ -11,16 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
-from tests.db import FreshDatabase
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
-
-
-@pytest.fixture
-def database():
-    database = FreshDatabase()
-    yield database
-    database.close()
 
 
 @pytest.fixture

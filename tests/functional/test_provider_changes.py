@@ -18,13 +18,6 @@ from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
 
-@pytest.fixture
-def database():
-    database = FreshDatabase()
-    yield database
-    database.close()
-
-
 def _total(database: FreshDatabase) -> int:
     with database.db.reader() as connection:
         return provider_changes.total(connection)

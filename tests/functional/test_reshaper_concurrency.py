@@ -21,7 +21,6 @@ from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
 
 ROOT_UUID = str(uuid.uuid4())
@@ -30,14 +29,12 @@ CONSUMER_UUID = str(uuid.uuid4())
 
 
 @pytest.fixture
-def database():
-    database = FreshDatabase()
+def database(database):
     with database.db.writer() as connection:
         root_id = create_provider(connection, ROOT_UUID, "root")
         add_inventory(connection, root_id, "VCPU", 8)
         create_provider(connection, OTHER_UUID, "other")
-    yield database.db
-    database.close()
+    return database.db
 
 
 def _generations(db) -> dict[str, int]:
