@@ -18,7 +18,7 @@ from placement import deploy, microversion
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.fixtures.allocations import add_inventory, create_provider
+from tests.fixtures.allocations import provider_with
 
 PROVIDER_UUID = str(uuid.uuid4())
 
@@ -26,8 +26,7 @@ PROVIDER_UUID = str(uuid.uuid4())
 @pytest.fixture
 def database(database):
     with database.db.writer() as connection:
-        provider_id = create_provider(connection, PROVIDER_UUID, "room-for-one")
-        add_inventory(connection, provider_id, "VCPU", 1)
+        provider_with(connection, PROVIDER_UUID, "room-for-one", VCPU=1)
     return database.db
 
 

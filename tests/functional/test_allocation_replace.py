@@ -15,9 +15,8 @@ from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from tests.fixtures.allocations import (
     add_allocation,
-    add_inventory,
-    create_provider,
     insert_allocation,
+    provider_with,
 )
 
 PROVIDER = str(uuid.uuid4())
@@ -27,11 +26,8 @@ OTHER = str(uuid.uuid4())
 @pytest.fixture
 def database(database):
     with database.db.writer() as connection:
-        provider_id = create_provider(connection, PROVIDER, "four-vcpus")
-        add_inventory(connection, provider_id, "VCPU", 4)
-        add_inventory(connection, provider_id, "MEMORY_MB", 1024)
-        other_id = create_provider(connection, OTHER, "other")
-        add_inventory(connection, other_id, "VCPU", 4)
+        provider_with(connection, PROVIDER, "four-vcpus", VCPU=4, MEMORY_MB=1024)
+        provider_with(connection, OTHER, "other", VCPU=4)
     return database.db
 
 

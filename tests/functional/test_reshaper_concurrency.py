@@ -21,7 +21,7 @@ from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
-from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
+from tests.fixtures.allocations import add_allocation, add_inventory, provider_with
 
 ROOT_UUID = str(uuid.uuid4())
 OTHER_UUID = str(uuid.uuid4())
@@ -31,9 +31,8 @@ CONSUMER_UUID = str(uuid.uuid4())
 @pytest.fixture
 def database(database):
     with database.db.writer() as connection:
-        root_id = create_provider(connection, ROOT_UUID, "root")
-        add_inventory(connection, root_id, "VCPU", 8)
-        create_provider(connection, OTHER_UUID, "other")
+        provider_with(connection, ROOT_UUID, "root", VCPU=8)
+        provider_with(connection, OTHER_UUID, "other")
     return database.db
 
 
