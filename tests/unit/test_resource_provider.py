@@ -13,7 +13,6 @@ from placement.db import tables
 from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
-from tests.db import FreshDatabase
 from tests.fixtures.allocations import insert_allocation, insert_inventory
 from tests.fixtures.providers import VCPU
 
@@ -21,10 +20,8 @@ SOME_TRAITS = ["HW_CPU_X86_SSE", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"]
 
 
 @pytest.fixture
-def db():
-    database = FreshDatabase()
-    yield database.db
-    database.close()
+def db(database):
+    return database.db
 
 
 def new_uuid() -> str:
