@@ -20,6 +20,8 @@ from placement.db import migration
 from tests import db as test_db
 from tests.fixtures import ops
 
+pytestmark = pytest.mark.slow
+
 PROCESSES = 2
 
 
