@@ -54,12 +54,7 @@ def create_database(admin_url: str, name: str) -> str:
         statement = f"CREATE DATABASE {_checked(name)} ENCODING 'UTF8'"
     else:
         raise ValueError(f"not a database server URL: {backend}")
-    engine = admin_engine(admin_url)
-    try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql(statement)
-    finally:
-        engine.dispose()
+    _execute(admin_url, statement)
     return database_url(admin_url, name)
 
 
@@ -70,6 +65,11 @@ def drop_database(admin_url: str, name: str) -> None:
     statement = f"DROP DATABASE IF EXISTS {_checked(name)}"
     if backend == "postgresql":
         statement += " WITH (FORCE)"
+    _execute(admin_url, statement)
+
+
+def _execute(admin_url: str, statement: str) -> None:
+    """Run one statement on the server, on a connection of its own."""
     engine = admin_engine(admin_url)
     try:
         with engine.connect() as connection:
