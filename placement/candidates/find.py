@@ -132,8 +132,10 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
     """The request of ``result``, made once per result (results are kept
     between searches)."""
-    return result.memo.get_or_make(_REQUEST_OF_RESULT,
-                                   lambda: _new_allocation_request(world, result))
+    request = result.memo.get(_REQUEST_OF_RESULT)
+    if request is None:
+        request = result.memo.put(_REQUEST_OF_RESULT, _new_allocation_request(world, result))
+    return request
 
 
 def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
@@ -507,8 +509,10 @@ class SnapshotWorld(World):
         cached = self._snapshot.providers[provider_id]
         if provider_id in self._using:
             return self._new_provider(cached, self._used)
-        return cached.memo.get_or_make(self._record_key,
-                                       lambda: self._new_provider(cached, {}))
+        record = cached.memo.get(self._record_key)
+        if record is None:
+            record = cached.memo.put(self._record_key, self._new_provider(cached, {}))
+        return record
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
                       ) -> Provider:

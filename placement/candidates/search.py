@@ -510,8 +510,9 @@ def _round_robin(iterators: Iterable[Iterator[Result]]) -> Iterator[Result]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _RepeatKey(Key["tuple | None"]):
-    """A result's identity if it can repeat (only sharing providers), else None."""
+class _RepeatKey(Key[tuple]):
+    """A result's identity if it can repeat (only sharing providers), else ()."""
+    __slots__ = ()
 
 
 _REPEAT_KEY = _RepeatKey()
@@ -526,12 +527,14 @@ def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
     for result in results:
         # asked once per result (a result's providers are its tree's
         # members: whether they share does not change while it is kept)
-        key = result.memo.get_or_make(_REPEAT_KEY, lambda result=result: (
-            result.key() if all(provider_id in sharing
-                                for providers in result.mappings.values()
-                                for provider_id in providers)
-            else None))
-        if key is not None:
+        key = result.memo.get(_REPEAT_KEY)
+        if key is None:
+            key = result.memo.put(_REPEAT_KEY, (
+                result.key() if all(provider_id in sharing
+                                    for providers in result.mappings.values()
+                                    for provider_id in providers)
+                else ()))
+        if key:
             if key in seen:
                 continue
             seen.add(key)

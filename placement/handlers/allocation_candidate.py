@@ -228,25 +228,29 @@ def _body(candidates: Candidates, version: Version) -> dict:
                       version >= microversion.MAPPINGS)
     summary_format = (version >= microversion.CANDIDATE_SUMMARY_TRAITS,
                       version >= microversion.NESTED_CANDIDATES)
+    request_key, summary_key = _RenderedAs(request_format), _RenderedAs(summary_format)
     return {
-        "allocation_requests": [_rendered(item, request_format, _allocation_request)
+        "allocation_requests": [_rendered(item, request_key, _allocation_request)
                                 for item in candidates.allocation_requests],
-        "provider_summaries": {summary.uuid: _rendered(summary, summary_format, _provider_summary)
+        "provider_summaries": {summary.uuid: _rendered(summary, summary_key, _provider_summary)
                                for summary in candidates.provider_summaries},
     }
 
 
-def _rendered(item: AllocationRequest | ProviderSummary, body_format: tuple[bool, bool],
+def _rendered(item: AllocationRequest | ProviderSummary, key: _RenderedAs,
               render: Callable) -> wsgi_util.JSONFragment:
-    """The JSON of ``item`` in ``body_format``, made once per item and
-    format (an item may serve several requests)."""
-    return item.rendered.get_or_make(_RenderedAs(body_format), lambda: wsgi_util.JSONFragment(
-        wsgi_util.encode_json(render(item, *body_format))))
+    """The JSON of ``item`` in the body format of ``key``, made once per
+    item and format (an item may serve several requests)."""
+    fragment = item.rendered.get(key)
+    if fragment is None:
+        fragment = item.rendered.put(key, wsgi_util.JSONFragment(
+            wsgi_util.encode_json(render(item, *key[1]))))
+    return fragment
 
 
 class _RenderedAs(Key[wsgi_util.JSONFragment]):
     """An item's JSON in one body format: (as a dict, with mappings)."""
-    # body_format: tuple[bool, bool]
+    # body_format: tuple[bool, bool] (key[1])
     __slots__ = ()
 
 
