@@ -17,9 +17,13 @@ Its parts:
   request's usages, read batch by batch as the search goes), the kept
   results at each anchor reused while its members and their usages are the
   same, then the provider summaries and allocation requests of the answer.
-- ``explain``: the funnel of each group's constraints and of the tree
-  steps, counted on the same snapshot and usages with the search's own
-  predicates, and why each named provider is ruled out.
+- ``checks``: what a provider must pass to serve a request group (has the
+  class, the amount fits, traits, aggregates, in_tree), each rule written
+  once as a named check: the search keeps the providers passing them all,
+  the explanation applies them in turn and counts what each lets through.
+- ``explain``: the funnel of each group's checks and of the tree
+  steps, counted on the same snapshot and usages as the search, and why
+  each named provider is ruled out.
 - ``filters``: the trait and aggregate filters a request group carries.
 - ``memo``: what is kept, by scope (a snapshot, a provider record, a
   result, the kept store of a database), each entry under a named key

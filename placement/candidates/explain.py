@@ -5,9 +5,9 @@ for each request group, the funnel of its constraints in the order they
 apply, with how many providers (and trees) entered and left each; then the
 steps that act on whole trees, each with how many trees entered and left;
 and the number of allocation requests. The groups' funnels are counted on
-the same provider snapshot and usages as the search, with the same
-predicates (``InventoryUsage.misfit`` beside ``fits``, the filters'
-``satisfied_by``); the tree steps run the search's own group candidates and
+the same provider snapshot and usages as the search, with the search's
+own checks (``placement.candidates.checks``, in the order listed there);
+the tree steps run the search's own group candidates and
 combination (``search``) at every tree; and the final count is the
 length of the search's own results, without a limit. It never writes.
 
@@ -33,6 +33,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from placement.candidates import find, search
+from placement.candidates.checks import Check, GroupChecks, TraitsCheck, Why
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.memo import Key
 from placement.candidates.search import (
@@ -44,14 +45,13 @@ from placement.candidates.search import (
 )
 from placement.candidates.snapshot import Snapshot
 
-# What rules a provider out, or None: (reason, detail) (the reason names
-# the constraint or, for capacity steps, which part of it). A check writes
+# What rules a provider out, or None (see ``checks.Why``). A test writes
 # the detail only when asked (the second argument): it is asked again for
 # the named providers only.
-Verdict = tuple[str, str] | None
-Check = Callable[[Provider, bool], Verdict]
-# provider id -> the reason and the check ruling it out
-RuledOutBy = dict[int, tuple[str, Check]]
+Verdict = Why | None
+Test = Callable[[Provider, bool], Verdict]
+# provider id -> the reason and the test ruling it out
+RuledOutBy = dict[int, tuple[str, Test]]
 
 @dataclasses.dataclass
 class Count:
@@ -130,10 +130,8 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     # have the same funnel: the first such group's is reused
     made: list[tuple[RequestGroup, GroupFunnel, RuledOutBy]] = []
     for group in groups:
-        unsuffixed = dataclasses.replace(group, suffix="")
         alike = next(((funnel, verdicts) for other, funnel, verdicts in made
-                      if other.granular == group.granular
-                      and dataclasses.replace(other, suffix="") == unsuffixed), None)
+                      if search.alike(other, group)), None)
         if alike is not None:
             funnel, verdicts = dataclasses.replace(alike[0], suffix=group.suffix), alike[1]
         else:
@@ -215,122 +213,34 @@ def _count(pool: list[Provider]) -> Count:
     return Count(len(pool), _trees(pool))
 
 
-def _names(names: Iterable[str], separator: str = ", ") -> str:
-    return separator.join(sorted(names))
+def _verdict(world: World, check: Check) -> Test:
+    """``check`` asked of a provider serving its own tree."""
+    def verdict(provider: Provider, detailed: bool) -> Verdict:
+        root = world.providers[provider.root_id]
+        return None if check.passes(provider, root) else check.why(provider, root, detailed)
+    return verdict
 
 
-def _inventory_check(class_name: str) -> Check:
-    def check(provider: Provider, detailed: bool) -> Verdict:
-        if class_name in provider.inventories:
-            return None
-        return "inventory", f"no {class_name} inventory" if detailed else ""
-    return check
+def _pooled_verdict(world: World, check: TraitsCheck,
+                    tree_traits: dict[int, frozenset[str]]) -> Test:
+    """A spread group's required traits asked of a provider: with the traits
+    of its tree's providers left (``tree_traits``), or of a sharing
+    provider's own."""
+    def verdict(provider: Provider, detailed: bool) -> Verdict:
+        offered = provider.traits
+        if provider.id not in world.sharing:
+            offered = tree_traits.get(provider.root_id, offered)
+        return None if check.passes(offered) else check.why(offered, detailed)
+    return verdict
 
 
-def _capacity_check(class_name: str, amount: int) -> Check:
-    def check(provider: Provider, detailed: bool) -> Verdict:
-        inventory = provider.inventories[class_name]
-        reason = inventory.misfit(amount)
-        if reason is None or not detailed:
-            return reason and (reason, "")
-        if reason == "capacity":
-            free = max(0, inventory.capacity - inventory.used)
-            return reason, (f"{class_name}: requested {amount}, free {free} of capacity "
-                            f"{inventory.capacity} (used {inventory.used})")
-        limit = getattr(inventory, reason)
-        return reason, f"{class_name}: requested {amount}, {reason} {limit}"
-    return check
-
-
-def _resource_steps(group: RequestGroup) -> list[tuple[str, str, Check]]:
-    steps = []
-    for class_name, amount in group.resources.items():
-        steps.append(("inventory", class_name, _inventory_check(class_name)))
-        steps.append(("capacity", f"{class_name}: {amount}", _capacity_check(class_name, amount)))
-    return steps
-
-
-def _filter_steps(world: World, group: RequestGroup, spread: bool,
-                  tree_traits: dict[int, frozenset[str]]) -> list[tuple[str, str, Check]]:
-    """The trait, aggregate and in_tree steps of ``group``, those it has.
-    ``tree_traits``: root id -> the traits of the providers of its tree able
-    to give resources (a spread group's required traits may come from any
-    of them)."""
-    traits, aggregates = group.traits, group.aggregates
-    steps: list[tuple[str, str, Check]] = []
-
-    def root_of(provider: Provider) -> Provider:
-        return world.providers[provider.root_id]
-
-    def required(any_ofs: list[set[str]], constraint: str) -> Check:
-        wanted = TraitFilter(required=any_ofs)
-
-        def check(provider: Provider, detailed: bool) -> Verdict:
-            offered = provider.traits
-            if spread and provider.id not in world.sharing:
-                offered = tree_traits.get(provider.root_id, offered)
-            if wanted.satisfied_by(offered):
-                return None
-            if not detailed:
-                return constraint, ""
-            return constraint, "lacks " + "; ".join(
-                f"one of {_names(any_of)}" if len(any_of) > 1 else _names(any_of)
-                for any_of in any_ofs if any_of.isdisjoint(offered))
-        return check
-
-    def forbidden_traits(provider: Provider, detailed: bool) -> Verdict:
-        present = traits.forbidden & provider.traits
-        return None if not present else ("forbidden_traits",
-                                         f"has {_names(present)}" if detailed else "")
-
-    member_of = AggregateFilter(required=aggregates.required)
-
-    def in_aggregates(provider: Provider, detailed: bool) -> Verdict:
-        if member_of.satisfied_by(provider.aggregates) or (
-                spread and member_of.satisfied_by(root_of(provider).aggregates)):
-            return None
-        if not detailed:
-            return "member_of", ""
-        return "member_of", "in none of " + "; ".join(
-            _names(any_of) for any_of in aggregates.required
-            if any_of.isdisjoint(provider.aggregates))
-
-    def not_in_aggregates(provider: Provider, detailed: bool) -> Verdict:
-        present = aggregates.forbidden & provider.aggregates
-        if spread and not present:
-            present = aggregates.forbidden & root_of(provider).aggregates
-        return None if not present else (
-            "member_of_forbidden",
-            f"in the forbidden aggregates {_names(present)}" if detailed else "")
-
-    tree_root = world.tree_roots_by_uuid.get(group.in_tree or "")
-
-    def in_tree(provider: Provider, detailed: bool) -> Verdict:
-        return None if provider.root_id == tree_root else (
-            "in_tree", "in another tree" if tree_root is not None
-            else "no provider has that uuid")
-
-    plain = [any_of for any_of in traits.required if len(any_of) == 1]
-    if plain:
-        steps.append(("required_traits", _names(set().union(*plain), ","),
-                      required(plain, "required_traits")))
-    if traits.forbidden:
-        steps.append(("forbidden_traits", ",".join(f"!{name}" for name in sorted(traits.forbidden)),
-                      forbidden_traits))
-    any_of = [any_of for any_of in traits.required if len(any_of) > 1]
-    if any_of:
-        steps.append(("any_of_traits", "&".join(f"in:{_names(names, ',')}" for names in any_of),
-                      required(any_of, "any_of_traits")))
-    if aggregates.required:
-        steps.append(("member_of", "&".join(f"in:{_names(any_of, ',')}"
-                                             for any_of in aggregates.required), in_aggregates))
-    if aggregates.forbidden:
-        steps.append(("member_of_forbidden", "!in:" + _names(aggregates.forbidden, ","),
-                      not_in_aggregates))
-    # in_tree does not choose the providers of a resourceless group
-    if group.in_tree is not None and group.resources:
-        steps.append(("in_tree", group.in_tree, in_tree))
-    return steps
+def _filter_steps(world: World, checks: GroupChecks,
+                  tree_traits: dict[int, frozenset[str]]) -> list[tuple[str, str, Test]]:
+    """The trait, aggregate and in_tree steps of the group, those it has."""
+    return [(check.constraint, check.description,
+             _pooled_verdict(world, check, tree_traits) if isinstance(check, TraitsCheck)
+             else _verdict(world, check))
+            for check in checks.filters]
 
 
 class _Funnel:
@@ -341,16 +251,16 @@ class _Funnel:
         self.steps: list[GroupStep] = []
         self.ruled_out: RuledOutBy = {}
 
-    def apply(self, constraint: str, description: str, check: Check,
+    def apply(self, constraint: str, description: str, test: Test,
               entering: list[Provider]) -> tuple[list[Provider], RuledOutBy]:
-        """The providers passing ``check``, and the reason against each other one."""
+        """The providers passing ``test``, and the reason against each other one."""
         left, failed, reasons = [], {}, {}
         for provider in entering:
-            verdict = check(provider, False)
+            verdict = test(provider, False)
             if verdict is None:
                 left.append(provider)
                 continue
-            failed[provider.id] = (verdict[0], check)
+            failed[provider.id] = (verdict[0], test)
             reasons[verdict[0]] = reasons.get(verdict[0], 0) + 1
         self.steps.append(GroupStep(constraint, description, _count(entering), _count(left),
                                     reasons if constraint == "capacity" else None))
@@ -365,27 +275,28 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
                   ) -> tuple[GroupFunnel, RuledOutBy]:
     """The funnel of ``group`` over every provider, and provider id -> the
     first constraint ruling it out of the group."""
-    spread = bool(group.resources) and not group.granular and world.spread_unsuffixed
+    checks = search.group_search(world, group).checks
     funnel = _Funnel()
     pool = [records[provider_id] for provider_id in sorted(records)]
-    resource_steps = _resource_steps(group)
-    if spread:
+    resource_steps = [((class_checks.inventory.constraint, class_checks.inventory.description,
+                        _verdict(world, class_checks.inventory)),
+                       (class_checks.capacity.constraint, class_checks.capacity.description,
+                        _verdict(world, class_checks.capacity)))
+                      for class_checks in checks.resources]
+    if checks.spread:
         # each class from the providers entering the resource steps; out of
         # the group only the providers able to give none of them
         able: set[int] = set()
-        for inventory_step, capacity_step in zip(resource_steps[::2], resource_steps[1::2],
-                                                 strict=True):
+        for class_steps in resource_steps:
             class_pool = pool
-            for constraint, description, check in (inventory_step, capacity_step):
-                class_pool, _ = funnel.apply(constraint, description, check, class_pool)
+            for constraint, description, test in class_steps:
+                class_pool, _ = funnel.apply(constraint, description, test, class_pool)
             able.update(provider.id for provider in class_pool)
 
         def gives_no_class(provider: Provider, detailed: bool) -> Verdict:
             details = []
-            for inventory_step, capacity_step in zip(resource_steps[::2], resource_steps[1::2],
-                                                     strict=True):
-                verdict = (inventory_step[2](provider, True)
-                           or capacity_step[2](provider, True))
+            for (_, _, has_inventory), (_, _, fits) in resource_steps:
+                verdict = has_inventory(provider, True) or fits(provider, True)
                 if verdict is not None:
                     details.append(verdict[1])
             return "resources", "; ".join(details)
@@ -394,18 +305,19 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
                          for provider in pool if provider.id not in able})
         pool = [provider for provider in pool if provider.id in able]
     else:
-        for constraint, description, check in resource_steps:
-            pool, failed = funnel.apply(constraint, description, check, pool)
-            funnel.rule_out(failed)
+        for class_steps in resource_steps:
+            for constraint, description, test in class_steps:
+                pool, failed = funnel.apply(constraint, description, test, pool)
+                funnel.rule_out(failed)
     tree_traits: dict[int, frozenset[str]] = {}
-    if spread:
+    if checks.spread:
         for provider in pool:
             tree_traits[provider.root_id] = tree_traits.get(
                 provider.root_id, frozenset()) | provider.traits
-    for constraint, description, check in _filter_steps(world, group, spread, tree_traits):
-        pool, failed = funnel.apply(constraint, description, check, pool)
+    for constraint, description, test in _filter_steps(world, checks, tree_traits):
+        pool, failed = funnel.apply(constraint, description, test, pool)
         funnel.rule_out(failed)
-    return GroupFunnel(group.suffix, spread, funnel.steps), funnel.ruled_out
+    return GroupFunnel(group.suffix, checks.spread, funnel.steps), funnel.ruled_out
 
 
 # Tree steps ------------------------------------------------------------------
@@ -441,6 +353,7 @@ class _TreeSteps:
 
     def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions):
         self.world, self.groups, self.options = world, groups, options
+        self.plans = [search.group_search(world, group) for group in groups]
         # (constraint, description, the options the combination obeys,
         # or None for the steps that are no combination)
         steps: list[tuple[str, str, SearchOptions | None]] = []
@@ -482,8 +395,8 @@ class _TreeSteps:
                 return _TreeVerdict(0, "the root lacks the root_required traits", ())
             index = 1
         per_group, through_sharing = [], []
-        for group in groups:
-            candidates = search.group_candidates(world, group, anchor)
+        for group, plan in zip(groups, self.plans, strict=True):
+            candidates = search.group_candidates(world, plan, anchor)
             if not candidates:
                 return _TreeVerdict(index, f"group {group.suffix or '(unsuffixed)'} has no "
                                            "provider in the tree or a sharing provider "
@@ -567,8 +480,8 @@ def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Prov
         if verdict is None:
             in_groups[group.suffix] = None
         else:
-            reason, check = verdict
-            detailed = check(records[provider_id], True)
+            reason, test = verdict
+            detailed = test(records[provider_id], True)
             in_groups[group.suffix] = RuledOut(reason, detailed[1] if detailed else "",
                                                group.suffix)
     used_in = sum(1 for result in results

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
+from placement.candidates.checks import GroupChecks, group_checks
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.memo import Key, Memo
 from placement.objects.inventory import InventoryUsage
@@ -183,16 +184,46 @@ class Result:
 # Computed one anchor (a root) at a time, when the search reaches it: with a
 # limit, most anchors are never reached.
 
-def group_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
-    """Every way ``group`` alone can be satisfied within the tree of
+class GroupSearch(NamedTuple):
+    """A group and its checks (``placement.candidates.checks``), made once
+    per search."""
+
+    group: RequestGroup
+    # taking everything from one provider
+    single: GroupChecks
+    # spreading over a tree (only the unsuffixed group asking resources, in
+    # a world with nested or sharing providers); None: it does not spread
+    spread: GroupChecks | None
+    # the checks of one provider taking everything, resources first
+    single_passes: tuple[Callable[[Provider, Provider], bool], ...]
+
+    @property
+    def checks(self) -> GroupChecks:
+        """The checks of the group wherever it spreads."""
+        return self.spread or self.single
+
+
+def group_search(world: World, group: RequestGroup) -> GroupSearch:
+    single = group_checks(group, False, world.tree_roots_by_uuid)
+    spread = (group_checks(group, True, world.tree_roots_by_uuid)
+              if group.resources and not group.granular and world.spread_unsuffixed else None)
+    single_passes = tuple(check.passes for class_checks in single.resources
+                          for check in (class_checks.inventory, class_checks.capacity))
+    return GroupSearch(group, single, spread,
+                       single_passes + tuple(check.passes for check in single.provider_checks()))
+
+
+def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
+    """Every way the group alone can be satisfied within the tree of
     ``anchor`` and the sharing providers serving it (docs: "How one group finds its candidates")."""
+    group = plan.group
     if not group.resources:
-        return _resourceless_candidates(world, group, anchor)
+        return _resourceless_candidates(world, plan, anchor)
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return []
-    if not group.granular and world.spread_unsuffixed and not _alone(world, anchor):
-        return _spread_candidates(world, group, anchor)
-    return _single_candidates(world, group, anchor)
+    if plan.spread is not None and not _alone(world, anchor):
+        return _spread_candidates(world, plan.spread, anchor)
+    return _single_candidates(world, plan, anchor)
 
 
 def _alone(world: World, anchor: int) -> bool:
@@ -203,119 +234,71 @@ def _alone(world: World, anchor: int) -> bool:
     return len(members) == 1 and members[0].id == anchor
 
 
-def _tree_root(world: World, group: RequestGroup) -> int | None:
-    return None if group.in_tree is None else world.tree_roots_by_uuid[group.in_tree]
-
-
-def _single_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
-    """All resources of the group from one provider (docs: "Granular groups")."""
-    tree_root = _tree_root(world, group)
-    resources = sorted(group.resources.items())
-    candidates = []
+def _passing(world: World, passes: Iterable[Callable[[Provider, Provider], bool]],
+             anchor: int) -> Iterator[Provider]:
+    """The members of ``anchor`` passing every check."""
+    root = world.providers[anchor]
     for provider in world.members[anchor]:
-        # in_tree only chooses the provider here: a sharing provider in that
-        # tree still serves every tree it shares with (unlike the spread group)
-        if tree_root is not None and provider.root_id != tree_root:
-            continue
-        inventories = provider.inventories
-        if not all(class_name in inventories and inventories[class_name].fits(amount)
-                   for class_name, amount in resources):
-            continue
-        if not ((not group.traits or group.traits.satisfied_by(provider.traits))
-                and (not group.aggregates
-                     or group.aggregates.satisfied_by(provider.aggregates))):
-            continue
-        allocations = tuple((provider.id, class_name, amount)
-                            for class_name, amount in resources)
-        candidates.append(GroupCandidate(anchor, allocations, frozenset([provider.id])))
-    return candidates
+        if all(check(provider, root) for check in passes):
+            yield provider
 
 
-def _resourceless_candidates(world: World, group: RequestGroup,
+def _single_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
+    """All resources of the group from one provider (docs: "Granular groups")."""
+    resources = sorted(plan.group.resources.items())
+    return [GroupCandidate(anchor, tuple((provider.id, class_name, amount)
+                                         for class_name, amount in resources),
+                           frozenset([provider.id]))
+            for provider in _passing(world, plan.single_passes, anchor)]
+
+
+def _resourceless_candidates(world: World, plan: GroupSearch,
                              anchor: int) -> list[GroupCandidate]:
     """Providers picked by traits and aggregates only (1.36+); no allocation."""
-    if not (group.traits or group.aggregates):
+    if not plan.single.filters:
         return []
-    return [
-        GroupCandidate(anchor, (), frozenset([provider.id]))
-        for provider in world.members[anchor]  # in_tree does not apply here
-        if group.traits.satisfied_by(provider.traits)
-        and group.aggregates.satisfied_by(provider.aggregates)
-    ]
+    return [GroupCandidate(anchor, (), frozenset([provider.id]))
+            for provider in _passing(world, plan.single_passes, anchor)]
 
 
-def _spread_candidates(world: World, group: RequestGroup, anchor: int) -> list[GroupCandidate]:
+def _spread_candidates(world: World, checks: GroupChecks, anchor: int) -> list[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (docs: "spread over a tree").
     Called for every anchor: what does not depend on the class is checked
     once per provider, what does not depend on the provider once per anchor."""
-    members = world.members[anchor]
-    required_traits = group.traits.required  # forbidden ones are checked per provider
-    if required_traits:
+    traits_checks = checks.traits_checks()
+    if traits_checks:
         # no combination can have a required trait that no member has
-        offered_traits = set().union(*(provider.traits for provider in members))
-        if any(any_of.isdisjoint(offered_traits) for any_of in required_traits):
+        offered = frozenset().union(*(provider.traits for provider in world.members[anchor]))
+        if not all(check.passes(offered) for check in traits_checks):
             return []
-    eligible = _spread_eligible(world, group, anchor, members)
+    eligible = list(_passing(world, [check.passes for check in checks.provider_checks()],
+                             anchor))
     if not eligible:
         return []
-    classes = sorted(group.resources)
-    amounts = [group.resources[class_name] for class_name in classes]
+    root = world.providers[anchor]
+    resources = sorted(checks.resources, key=attrgetter("class_name"))
     # per class, the providers able to give it
     options: list[list[int]] = []
-    for class_name, amount in zip(classes, amounts, strict=True):
-        able = []
-        for provider in eligible:
-            inventory = provider.inventories.get(class_name)
-            if inventory is not None and inventory.fits(amount):
-                able.append(provider.id)
+    for class_checks in resources:
+        has_inventory, fits = class_checks.inventory.passes, class_checks.capacity.passes
+        able = [provider.id for provider in eligible
+                if has_inventory(provider, root) and fits(provider, root)]
         if not able:
             return []
         options.append(able)
 
+    classes = [class_checks.class_name for class_checks in resources]
+    amounts = [class_checks.amount for class_checks in resources]
     candidates = []
     for choice in itertools.product(*options):
         providers = frozenset(choice)
-        if required_traits and not group.traits.satisfied_by(
-                set().union(*(world.providers[p].traits for p in providers))):
-            continue
+        if traits_checks:
+            together = frozenset().union(*(world.providers[p].traits for p in providers))
+            if not all(check.passes(together) for check in traits_checks):
+                continue
         allocations = tuple(zip(choice, classes, amounts, strict=True))
         candidates.append(GroupCandidate(anchor, allocations, providers))
     return candidates
-
-
-def _spread_eligible(world: World, group: RequestGroup, anchor: int,
-                     members: list[Provider]) -> list[Provider]:
-    """The members of ``anchor`` the unsuffixed group may take resources
-    from, whatever the class: in its in_tree, without a forbidden trait, and
-    in the wanted aggregates (or in a tree whose root is); a sharing
-    provider only when the group has no in_tree and it is itself in them."""
-    tree_root = _tree_root(world, group)
-    forbidden_traits = group.traits.forbidden
-    required_aggregates = group.aggregates.required
-    member_of = AggregateFilter(required=required_aggregates)
-    forbidden_aggregates = group.aggregates.forbidden
-    sharing_allowed = group.in_tree is None
-    # the common request names no aggregate: skip those checks altogether
-    check_aggregates = bool(group.aggregates)
-    if check_aggregates:
-        root_aggregates = world.providers[anchor].aggregates
-        root_in_aggregates = member_of.satisfied_by(root_aggregates)
-        root_clear = forbidden_aggregates.isdisjoint(root_aggregates)
-    eligible = []
-    for provider in members:
-        if tree_root is not None and provider.root_id != tree_root:
-            continue
-        if forbidden_traits and not forbidden_traits.isdisjoint(provider.traits):
-            continue
-        in_aggregates = not required_aggregates or member_of.satisfied_by(provider.aggregates)
-        if provider.root_id != anchor and not (sharing_allowed and in_aggregates):
-            continue
-        if check_aggregates and not (
-                (in_aggregates or root_in_aggregates) and root_clear
-                and forbidden_aggregates.isdisjoint(provider.aggregates)):
-            continue
-        eligible.append(provider)
-    return eligible
 
 
 # Combining groups --------------------------------------------------------
@@ -541,7 +524,7 @@ def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
         yield result
 
 
-def _alike(group: RequestGroup, other: RequestGroup) -> bool:
+def alike(group: RequestGroup, other: RequestGroup) -> bool:
     """Do the two groups have the same candidates (group_candidates treats
     the unsuffixed group apart, and nothing else of the suffix matters)?"""
     return (group.granular == other.granular
@@ -569,7 +552,7 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     # Groups asking the same (typically resources1 and resources2 of one
     # flavor) have the same candidates: the first such group's are reused.
     first_alike = [next(earlier for earlier in range(index + 1)
-                        if _alike(groups[earlier], group))
+                        if alike(groups[earlier], group))
                    for index, group in enumerate(groups)]
 
     # Granular groups are computed first: each takes one provider, which is
@@ -579,6 +562,8 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     order = sorted(range(len(groups)), key=lambda index: not groups[index].granular)
     isolated = ([index for index in order if groups[index].granular]
                 if options.group_policy == ISOLATE else [])
+    plans = [group_search(world, group) if first_alike[index] == index else None
+             for index, group in enumerate(groups)]
 
     def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
         """The candidates of each group at ``anchor``; None when a group has
@@ -587,9 +572,9 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
             return None
         candidates: dict[int, list[GroupCandidate]] = {}
         for index in order:
-            alike = first_alike[index]
-            found = candidates[alike] if alike in candidates else group_candidates(
-                world, groups[index], anchor)
+            first = first_alike[index]
+            found = candidates[first] if first in candidates else group_candidates(
+                world, plans[first], anchor)
             if not found:
                 return None
             candidates[index] = found

@@ -393,7 +393,7 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
         inventory = inventories.get(key)
         if inventory is None:
             raise AllocationRefused(f"Inventory for {where} invalid.")
-        if not inventory.fits_units(record.amount):
+        if inventory.unit_misfit(record.amount) is not None:
             raise AllocationRefused(
                 f"Unable to create allocation for {where}. The requested amount "
                 "would violate inventory constraints.")

@@ -78,21 +78,17 @@ class InventoryUsage:
     def __post_init__(self) -> None:
         self.capacity = capacity(self.total, self.reserved, self.allocation_ratio)
 
-    def fits_units(self, amount: int) -> bool:
-        """Does ``amount`` obey min_unit, max_unit and step_size?"""
-        return (self.min_unit <= amount <= self.max_unit
-                and amount % self.step_size == 0)
-
-    def fits(self, amount: int) -> bool:
-        """Can one request group take ``amount`` from this inventory?"""
-        return self.used + amount <= self.capacity and self.fits_units(amount)
-
     def misfit(self, amount: int) -> str | None:
         """Why one request group cannot take ``amount`` from this inventory:
         the first of 'capacity', 'max_unit', 'min_unit', 'step_size' it
-        breaks (None: it fits, as ``fits`` says)."""
+        breaks (None: it fits)."""
         if self.used + amount > self.capacity:
             return "capacity"
+        return self.unit_misfit(amount)
+
+    def unit_misfit(self, amount: int) -> str | None:
+        """Which of 'max_unit', 'min_unit', 'step_size' ``amount`` breaks
+        (None: none)."""
         if amount > self.max_unit:
             return "max_unit"
         if amount < self.min_unit:

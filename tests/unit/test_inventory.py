@@ -138,7 +138,11 @@ def test_misfit_names_a_reason_exactly_when_the_amount_does_not_fit(
         total, reserved, used, min_unit, max_unit, step_size, ratio, amount):
     usage = inventory.InventoryUsage(total, reserved, min_unit, max_unit, step_size, ratio, used)
     reason = usage.misfit(amount)
-    assert (reason is None) == usage.fits(amount)
+    fits = (used + amount <= usage.capacity and min_unit <= amount <= max_unit
+            and amount % step_size == 0)
+    assert (reason is None) == fits
+    assert (usage.unit_misfit(amount) is None) == (min_unit <= amount <= max_unit
+                                                   and amount % step_size == 0)
     if reason == "capacity":
         assert used + amount > usage.capacity
     elif reason is not None:
