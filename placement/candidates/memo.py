@@ -29,7 +29,7 @@ whoever changes a provider: see the package docstring.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 V = TypeVar("V")
 _MISSING = object()
@@ -51,34 +51,34 @@ class Key(tuple, Generic[V]):
         return tuple.__new__(cls, (cls, *fields))
 
 
-class Memo:
+class Memo(dict):
     """Values made once per key while the owner lives; with a ``bound``,
     emptied when full (a bound on the memory of unusual requests: the
     common ones need few entries). Two threads may both make a value;
-    either is right, since a value depends on its key and owner only."""
+    either is right, since a value depends on its key and owner only.
 
-    __slots__ = ("_entries", "_bound")
+    A dict, so that ``get`` (the value kept for a key, or None; use
+    ``get_or_make`` for values that may be None) is the dict's own: the
+    hot paths read memos thousands of times per request. Write through
+    ``put`` only, which keeps the bound."""
+
+    __slots__ = ("_bound",)
 
     def __init__(self, bound: int | None = None) -> None:
-        self._entries: dict[Key, object] = {}
+        super().__init__()
         self._bound = bound
 
-    def get(self, key: Key[V]) -> V | None:
-        """The value kept for ``key``, or None (use ``get_or_make`` for
-        values that may be None)."""
-        return self._entries.get(key)  # type: ignore[return-value]
+    if TYPE_CHECKING:
+        def get(self, key: Key[V]) -> V | None: ...
 
     def put(self, key: Key[V], value: V) -> V:
-        if self._bound is not None and len(self._entries) >= self._bound:
-            self._entries.clear()
-        self._entries[key] = value
+        if self._bound is not None and len(self) >= self._bound:
+            self.clear()
+        self[key] = value
         return value
 
     def get_or_make(self, key: Key[V], make: Callable[[], V]) -> V:
-        value = self._entries.get(key, _MISSING)
+        value = dict.get(self, key, _MISSING)
         if value is _MISSING:
             value = self.put(key, make())
         return value  # type: ignore[return-value]
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -492,7 +492,6 @@ def _round_robin(iterators: Iterable[Iterator[Result]]) -> Iterator[Result]:
         active = still_active
 
 
-@dataclasses.dataclass(frozen=True)
 class _RepeatKey(Key[tuple]):
     """A result's identity if it can repeat (only sharing providers), else ()."""
     __slots__ = ()
