@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement.bench import scenarios, seed
+from placement.bench import day, scenarios, seed
 from placement.bench.scenarios import Ledger, Limits, Target
 from placement.bench.server import BACKENDS, DEFAULT_SERVER_CMD, FreshDatabase, Server
 from placement.bench.stats import format_table, write_json
@@ -69,6 +69,8 @@ CELLS = [
       for concurrency in (1, 8, 32)),
     Cell("c.churn", "cloud", 8, lambda target, limits, ledger: scenarios.churn_cell(
         8, target, limits, ledger)),
+    Cell("f.day", "cloud", day.WORKERS, lambda target, limits, ledger: day.day_cell(
+        target, limits, ledger, limits.day_speed)),
     _read("e.wide-tree", 1, _fixed(scenarios.wide_tree_query())),
     _read("e.same-subtree", 1, _fixed(scenarios.subtree_query())),
 ]
@@ -111,6 +113,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "'uwsgi --http-socket 127.0.0.1:{port} --processes 2 "
                              "--pythonpath . --module placement.wsgi:application --die-on-term' "
                              "(default: %(default)s)")
+    parser.add_argument("--day-speed", type=float, default=1.0,
+                        help="f.day: multiply the day's rates by this (default 1: the rates "
+                             "of N computes)")
     parser.add_argument("--seed-concurrency", type=int, default=4,
                         help="clients seeding in parallel (default 4)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
@@ -121,8 +126,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-workdir", action="store_true",
                         help="keep the SQLite files and server logs")
     args = parser.parse_args(argv)
-    if args.n < 10 or args.duration <= 0 or args.requests < 1 or args.seed_concurrency < 1:
-        parser.error("--n must be >= 10; --duration, --requests and --seed-concurrency > 0")
+    if (args.n < 10 or args.duration <= 0 or args.requests < 1 or args.seed_concurrency < 1
+            or args.day_speed <= 0):
+        parser.error("--n must be >= 10; --duration, --requests, --seed-concurrency and "
+                     "--day-speed > 0")
     return args
 
 
@@ -173,7 +180,7 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
                 report["results"].extend(failed_result(cell, f"seeding: {exc}")
                                          for cell in cells)
                 return
-            limits = Limits(args.duration, args.requests)
+            limits = Limits(args.duration, args.requests, args.day_speed)
             ledger = Ledger()
             for cell in cells:
                 print(f"  {cell.name} c={cell.concurrency} ...", file=sys.stderr, flush=True)
@@ -200,7 +207,7 @@ def profile_path(args: argparse.Namespace, label: str) -> str | None:
 
 
 def has_failures(report: dict[str, Any]) -> bool:
-    return any(result["errors"] or result.get("failed")
+    return any(result["errors"] or result.get("failed") or result.get("kept_up") is False
                or scenarios.verification_failed(result.get("verification", {}))
                for result in report["results"])
 
@@ -226,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_seeding(report["seeding"]))
     print(format_table(report["results"]))
     for result in report["results"]:
+        if "events" in result:
+            print(day.format_day(result))
         if result.get("verification"):
             print(f"{result['name']} c={result['concurrency']} verification: "
                   + ", ".join(f"{key}={value}" for key, value in result["verification"].items()))

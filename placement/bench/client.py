@@ -45,8 +45,12 @@ class Client:
             "Accept": "application/json",
         }
 
-    def request(self, method: str, path: str, body: Any = None) -> Response:
+    def request(self, method: str, path: str, body: Any = None,
+                api_version: str | None = None) -> Response:
+        """``api_version``: this request's microversion instead of the client's."""
         headers = dict(self._headers)
+        if api_version is not None:
+            headers["OpenStack-API-Version"] = f"placement {api_version}"
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()

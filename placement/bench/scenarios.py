@@ -30,7 +30,8 @@ MAX_CONSECUTIVE_EXCEPTIONS = 5
 @dataclass
 class Limits:
     duration: float
-    requests: int
+    requests: int  # per closed-loop cell (the open-loop day runs for its duration)
+    day_speed: float = 1.0  # f.day: its rates multiplied by this
 
 
 @dataclass

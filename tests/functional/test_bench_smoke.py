@@ -48,6 +48,34 @@ def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
     assert sum(result["claims"] for result in storms) > 0
 
 
+def test_short_day_keeps_up_and_loses_nothing(tmp_path):
+    """The day scenario's short form: 100 computes at 30 times their rates
+    for 20 s. Every family's events start in time, nothing fails, and
+    afterwards every instance holds what was last written for it, every
+    deleted instance and finished migration nothing, and no provider is
+    over capacity. No latency is asserted."""
+    report_path = tmp_path / "day.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "placement.bench", "--n", "100", "--duration", "20",
+         "--day-speed", "30", "--scenarios", "f", "--backend", "sqlite",
+         "--json", str(report_path)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+        timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [result] = json.loads(report_path.read_text())["results"]
+    assert result["name"] == "f.day"
+    assert result["kept_up"], result["events"]
+    assert result["errors"] == 0, result
+    assert all(event["scheduled"] > 0 and event["unstarted"] == 0
+               for event in result["events"].values()), result["events"]
+    verification = result["verification"]
+    assert not scenarios.verification_failed(verification), verification
+    assert verification["checked_claims"] > 0 and verification["checked_rejected"] > 0
+    for kind in ("tracker.allocations", "refresh.in_tree", "refresh.sharing", "boot.claim",
+                 "delete", "migrate.move", "update.inventories", "update.traits"):
+        assert result["requests"][kind]["count"] > 0, kind
+
+
 def test_selection_by_letter_and_name():
     names = {cell.name for cell in cli.select(cli.CELLS, "a,b.storm")}
     assert names == {"a.basic", "a.traits-member-of", "a.nested-granular", "b.storm"}
