@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import webob
 from oslo_utils import uuidutils
 
@@ -25,20 +27,27 @@ _LINKS = (
 )
 
 
-def _representation(request: webob.Request, provider: rp_obj.ResourceProvider) -> dict:
+def _representer(request: webob.Request) -> Callable[[rp_obj.ResourceProvider], dict]:
+    """What a provider looks like in answers to ``request``: what depends on
+    the request is worked out once, for lists of thousands."""
     version = microversion.version_of(request)
-    base = wsgi_util.url(request, f"/resource_providers/{provider.uuid}")
-    body = {
-        "uuid": provider.uuid,
-        "name": provider.name,
-        "generation": provider.generation,
-        "links": [{"rel": rel, "href": base + suffix}
-                  for since, rel, suffix in _LINKS if version >= since],
-    }
-    if version >= microversion.PROVIDER_TREES:
-        body["parent_provider_uuid"] = provider.parent_provider_uuid
-        body["root_provider_uuid"] = provider.root_provider_uuid
-    return body
+    prefix = wsgi_util.url(request, "/resource_providers/")
+    links = [(rel, suffix) for since, rel, suffix in _LINKS if version >= since]
+    with_tree = version >= microversion.PROVIDER_TREES
+
+    def representation(provider: rp_obj.ResourceProvider) -> dict:
+        base = prefix + provider.uuid
+        body = {
+            "uuid": provider.uuid,
+            "name": provider.name,
+            "generation": provider.generation,
+            "links": [{"rel": rel, "href": base + suffix} for rel, suffix in links],
+        }
+        if with_tree:
+            body["parent_provider_uuid"] = provider.parent_provider_uuid
+            body["root_provider_uuid"] = provider.root_provider_uuid
+        return body
+    return representation
 
 
 def _last_modified(providers: list[rp_obj.ResourceProvider]):
@@ -49,7 +58,7 @@ def _last_modified(providers: list[rp_obj.ResourceProvider]):
 def _provider_response(request: webob.Request, provider: rp_obj.ResourceProvider,
                        location: str | None = None) -> webob.Response:
     return wsgi_util.json_response(
-        request, _representation(request, provider), cache_headers=True,
+        request, _representer(request)(provider), cache_headers=True,
         last_modified=_last_modified([provider]), location=location)
 
 
@@ -157,7 +166,7 @@ def list_resource_providers(request: webob.Request) -> webob.Response:
     with context.db.reader() as conn:
         _resolve_names(conn, filters, resources, traits)
         providers = rp_obj.list_providers(conn, filters)
-    body = {"resource_providers": [_representation(request, provider)
-                                   for provider in providers]}
+    representation = _representer(request)
+    body = {"resource_providers": [representation(provider) for provider in providers]}
     return wsgi_util.json_response(request, body, cache_headers=True,
                                    last_modified=_last_modified(providers))

@@ -3,6 +3,7 @@ conditions, against a real (SQLite) database."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid as uuid_lib
 
 import pytest
@@ -241,3 +242,10 @@ def test_parent_uuid_is_looked_up_verbatim(db):
     with db.writer() as conn, pytest.raises(rp_obj.ProviderActionError,
                                             match="parent provider UUID does not exist"):
         rp_obj.create(conn, "child", new_uuid(), root.uuid.replace("-", "").upper())
+
+
+def test_provider_select_names_the_fields_in_order():
+    """A row makes a ResourceProvider by position (list_providers makes
+    thousands): the SELECT's columns are its fields, in order."""
+    columns = [column.name for column in rp_obj.select_providers().selected_columns]
+    assert columns == [field.name for field in dataclasses.fields(rp_obj.ResourceProvider)]
