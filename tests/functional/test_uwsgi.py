@@ -8,6 +8,7 @@ concurrently."""
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import os
 import sys
@@ -40,10 +41,11 @@ def uwsgi(database_path):
     port = ops.free_port()
     command = [
         ops.UWSGI, "--ini", ops.UWSGI_RECIPE,
-        # The recipe as it is, on a free port, with 2 processes of 2 threads
-        # (the machine running the tests is small), importing this checkout
-        # from this virtual environment.
-        "--http-socket", f"127.0.0.1:{port}", "--processes", str(PROCESSES), "--threads", "2",
+        # The recipe as it is, serving HTTP as the deployment guide says, on
+        # a free port, with 2 processes of 2 threads (the machine running the
+        # tests is small), importing this checkout from this virtual
+        # environment.
+        "--http11-socket", f"127.0.0.1:{port}", "--processes", str(PROCESSES), "--threads", "2",
         "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT,
     ]
     env = {
@@ -67,6 +69,26 @@ def test_several_workers_serve(uwsgi):
     for worker in range(1, PROCESSES + 1):
         assert f"spawned uWSGI worker {worker} (pid: " in output
     assert output.count("cores: 2)") == PROCESSES  # uwsgi's word for threads
+
+
+def test_a_client_keeps_its_connection(uwsgi):
+    """--http11-socket: a keep-alive client (keystoneauth's sessions) sends
+    request after request on one connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", uwsgi.port, timeout=30)
+    try:
+        for path in ("/", "/resource_providers", "/", "/resource_providers?name=x"):
+            connection.request("GET", path, headers={"Accept": "application/json",
+                                                     "X-Auth-Token": "admin"})
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, path
+            assert not response.will_close, path
+        first_socket = connection.sock
+        connection.request("GET", "/")
+        connection.getresponse().read()
+        assert connection.sock is first_socket
+    finally:
+        connection.close()
 
 
 def test_concurrent_requests(uwsgi):
