@@ -92,7 +92,10 @@ class Day:
     def __init__(self, target: Target, speed: float) -> None:
         cloud = target.cloud
         self.target = target
+        # in a fixed random order, which the periodic work goes through: a
+        # run shorter than a period still meets flat and nested trees alike
         self.computes = cloud.flat_computes + cloud.nested_roots
+        random.Random(0).shuffle(self.computes)
         # nested roots have two NUMA children, seeded in order
         self.children = {root: cloud.numa_nodes[2 * index:2 * index + 2]
                          for index, root in enumerate(cloud.nested_roots)}
