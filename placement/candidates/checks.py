@@ -69,18 +69,14 @@ class ClassChecks(NamedTuple):
 class GroupChecks(NamedTuple):
     """Every check of one group, in the order an explanation applies them."""
 
-    group: RequestGroup
     spread: bool
     resources: list[ClassChecks]
     filters: list[Check | TraitsCheck]
-
-    def provider_checks(self) -> list[Check]:
-        """The filters asked of one provider at a time (a spread group's
-        required traits are asked of the providers it takes from together)."""
-        return [check for check in self.filters if isinstance(check, Check)]
-
-    def traits_checks(self) -> list[TraitsCheck]:
-        return [check for check in self.filters if isinstance(check, TraitsCheck)]
+    # the filters split by what they are asked of: one provider at a time,
+    # or (a spread group's required traits) the providers it takes from
+    # together
+    provider_filters: tuple[Check, ...]
+    together: tuple[TraitsCheck, ...]
 
 
 def group_checks(group: RequestGroup, spread: bool,
@@ -95,7 +91,9 @@ def group_checks(group: RequestGroup, spread: bool,
     if group.in_tree is not None and group.resources:
         filters.append(_in_tree_check(group.in_tree, tree_roots_by_uuid.get(group.in_tree),
                                       spread))
-    return GroupChecks(group, spread, resources, filters)
+    return GroupChecks(spread, resources, filters,
+                       tuple(check for check in filters if isinstance(check, Check)),
+                       tuple(check for check in filters if isinstance(check, TraitsCheck)))
 
 
 def _names(names: set[str] | frozenset[str], separator: str = ", ") -> str:

@@ -234,12 +234,18 @@ def _pooled_verdict(world: World, check: TraitsCheck,
     return verdict
 
 
+Step = tuple[str, str, Test]  # constraint, description, test
+
+
+def _step(world: World, check: Check) -> Step:
+    return check.constraint, check.description, _verdict(world, check)
+
+
 def _filter_steps(world: World, checks: GroupChecks,
-                  tree_traits: dict[int, frozenset[str]]) -> list[tuple[str, str, Test]]:
+                  tree_traits: dict[int, frozenset[str]]) -> list[Step]:
     """The trait, aggregate and in_tree steps of the group, those it has."""
-    return [(check.constraint, check.description,
-             _pooled_verdict(world, check, tree_traits) if isinstance(check, TraitsCheck)
-             else _verdict(world, check))
+    return [(check.constraint, check.description, _pooled_verdict(world, check, tree_traits))
+            if isinstance(check, TraitsCheck) else _step(world, check)
             for check in checks.filters]
 
 
@@ -278,10 +284,7 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
     checks = search.group_search(world, group).checks
     funnel = _Funnel()
     pool = [records[provider_id] for provider_id in sorted(records)]
-    resource_steps = [((class_checks.inventory.constraint, class_checks.inventory.description,
-                        _verdict(world, class_checks.inventory)),
-                       (class_checks.capacity.constraint, class_checks.capacity.description,
-                        _verdict(world, class_checks.capacity)))
+    resource_steps = [(_step(world, class_checks.inventory), _step(world, class_checks.capacity))
                       for class_checks in checks.resources]
     if checks.spread:
         # each class from the providers entering the resource steps; out of

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
-from placement.candidates.checks import GroupChecks, group_checks
+from placement.candidates.checks import Check, ClassChecks, GroupChecks, group_checks
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.memo import Key, Memo
 from placement.objects.inventory import InventoryUsage
@@ -186,7 +186,7 @@ class Result:
 
 class GroupSearch(NamedTuple):
     """A group and its checks (``placement.candidates.checks``), made once
-    per search."""
+    per search, with what every anchor asks of them worked out."""
 
     group: RequestGroup
     # taking everything from one provider
@@ -196,6 +196,10 @@ class GroupSearch(NamedTuple):
     spread: GroupChecks | None
     # the checks of one provider taking everything, resources first
     single_passes: tuple[Callable[[Provider, Provider], bool], ...]
+    # spreading: the checks of one provider whatever the class, and the
+    # classes in the order their allocations are listed
+    spread_passes: tuple[Callable[[Provider, Provider], bool], ...]
+    spread_classes: tuple[ClassChecks, ...]
 
     @property
     def checks(self) -> GroupChecks:
@@ -203,14 +207,20 @@ class GroupSearch(NamedTuple):
         return self.spread or self.single
 
 
+def _passes(checks: Iterable[Check]) -> tuple[Callable[[Provider, Provider], bool], ...]:
+    return tuple(check.passes for check in checks)
+
+
 def group_search(world: World, group: RequestGroup) -> GroupSearch:
     single = group_checks(group, False, world.tree_roots_by_uuid)
     spread = (group_checks(group, True, world.tree_roots_by_uuid)
               if group.resources and not group.granular and world.spread_unsuffixed else None)
-    single_passes = tuple(check.passes for class_checks in single.resources
-                          for check in (class_checks.inventory, class_checks.capacity))
-    return GroupSearch(group, single, spread,
-                       single_passes + tuple(check.passes for check in single.provider_checks()))
+    resource_checks = [check for class_checks in single.resources
+                       for check in (class_checks.inventory, class_checks.capacity)]
+    return GroupSearch(
+        group, single, spread, _passes([*resource_checks, *single.provider_filters]),
+        _passes(spread.provider_filters) if spread else (),
+        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else ())
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
@@ -222,7 +232,7 @@ def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[Group
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return []
     if plan.spread is not None and not _alone(world, anchor):
-        return _spread_candidates(world, plan.spread, anchor)
+        return _spread_candidates(world, plan, anchor)
     return _single_candidates(world, plan, anchor)
 
 
@@ -261,22 +271,21 @@ def _resourceless_candidates(world: World, plan: GroupSearch,
             for provider in _passing(world, plan.single_passes, anchor)]
 
 
-def _spread_candidates(world: World, checks: GroupChecks, anchor: int) -> list[GroupCandidate]:
+def _spread_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (docs: "spread over a tree").
     Called for every anchor: what does not depend on the class is checked
     once per provider, what does not depend on the provider once per anchor."""
-    traits_checks = checks.traits_checks()
+    traits_checks = plan.spread.together
     if traits_checks:
         # no combination can have a required trait that no member has
         offered = frozenset().union(*(provider.traits for provider in world.members[anchor]))
         if not all(check.passes(offered) for check in traits_checks):
             return []
-    eligible = list(_passing(world, [check.passes for check in checks.provider_checks()],
-                             anchor))
+    eligible = list(_passing(world, plan.spread_passes, anchor))
     if not eligible:
         return []
     root = world.providers[anchor]
-    resources = sorted(checks.resources, key=attrgetter("class_name"))
+    resources = plan.spread_classes
     # per class, the providers able to give it
     options: list[list[int]] = []
     for class_checks in resources:
