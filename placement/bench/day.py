@@ -51,12 +51,11 @@ from urllib.parse import urlencode
 
 from placement.bench.client import Client, Response
 from placement.bench.scenarios import (
-    PROJECT_ID,
-    USER_ID,
     Ledger,
     Limits,
     Target,
     Worker,
+    claim_body,
     resources_of,
     verify_claims,
 )
@@ -174,46 +173,40 @@ def _refresh(day: Day, worker: Worker, index: int) -> None:
         _call(worker, "refresh.sharing", "GET", f"/resource_providers?{query}", version="1.18")
 
 
+def _update(worker: Worker, path: str, label: str, read_version: str, write_version: str,
+            change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Read what ``path`` holds, write back ``change`` of it; as Nova,
+    re-read and retry on a generation conflict."""
+    for _ in range(3):
+        current = _call(worker, "update.read", "GET", path, version=read_version)
+        if current.status != 200:
+            return
+        written = _call(worker, label, "PUT", path, change(current.json()),
+                        version=write_version, ok=(200, 409))
+        if written.status != 409:
+            return
+
+
 def _inventory_change(day: Day, worker: Worker, index: int) -> None:
     """The hypervisor reports a little more disk (never less: the claims
     already made must still fit)."""
-    compute = worker.rng.choice(day.computes)
-    path = f"/resource_providers/{compute}/inventories"
-    for _ in range(3):  # as Nova, re-read and retry on a generation conflict
-        current = _call(worker, "update.read", "GET", path)
-        if current.status != 200:
-            return
-        body = current.json()
+    def more_disk(body: dict[str, Any]) -> dict[str, Any]:
         body["inventories"]["DISK_GB"]["total"] += 1
-        written = _call(worker, "update.inventories", "PUT", path, body, version="1.26",
-                        ok=(200, 409))
-        if written.status != 409:
-            return
+        return body
+
+    compute = worker.rng.choice(day.computes)
+    _update(worker, f"/resource_providers/{compute}/inventories", "update.inventories",
+            "1.0", "1.26", more_disk)
 
 
 def _trait_change(day: Day, worker: Worker, index: int) -> None:
+    def toggled(body: dict[str, Any]) -> dict[str, Any]:
+        return {"traits": sorted(set(body["traits"]) ^ {DAY_TRAIT}),
+                "resource_provider_generation": body["resource_provider_generation"]}
+
     compute = worker.rng.choice(day.computes)
-    path = f"/resource_providers/{compute}/traits"
-    for _ in range(3):
-        current = _call(worker, "update.read", "GET", path, version="1.6")
-        if current.status != 200:
-            return
-        body = current.json()
-        traits = set(body["traits"]) ^ {DAY_TRAIT}
-        written = _call(worker, "update.traits", "PUT", path,
-                        {"traits": sorted(traits),
-                         "resource_provider_generation": body["resource_provider_generation"]},
-                        version="1.6", ok=(200, 409))
-        if written.status != 409:
-            return
-
-
-def _allocations_body(allocations: dict[str, Any], generation: int | None = None
-                      ) -> dict[str, Any]:
-    """A consumer's allocations as Nova writes them (1.28 to 1.37: no
-    consumer type)."""
-    return {"allocations": allocations, "project_id": PROJECT_ID, "user_id": USER_ID,
-            "consumer_generation": generation}
+    _update(worker, f"/resource_providers/{compute}/traits", "update.traits", "1.6", "1.6",
+            toggled)
 
 
 def _candidates(worker: Worker, label: str) -> list[dict[str, Any]]:
@@ -237,7 +230,7 @@ def _boot(day: Day, worker: Worker, index: int) -> None:
     for request in _weighed(worker, _candidates(worker, "boot.candidates")):
         allocations = request["allocations"]
         response = _call(worker, "boot.claim", "PUT", f"/allocations/{instance}",
-                         _allocations_body(allocations), version="1.36", ok=(204, 409))
+                         claim_body(allocations, consumer_type=None), version="1.36", ok=(204, 409))
         if response.status == 204:
             day.put_back(instance, allocations)
             return
@@ -277,8 +270,8 @@ def _migration(day: Day, worker: Worker, index: int) -> None:
             if set(destination) & set(source):
                 continue  # the same host: not a migration
             response = _call(worker, "migrate.move", "POST", "/allocations", {
-                migration: _allocations_body(source),
-                instance: _allocations_body(destination, generation),
+                migration: claim_body(source, consumer_type=None),
+                instance: claim_body(destination, generation, consumer_type=None),
             }, version="1.28", ok=(204, 409))
             if response.status == 409:
                 generation = _generation(worker, instance)
@@ -300,8 +293,8 @@ def _finish_migration(day: Day, worker: Worker, instance: str, migration: str,
         final = destination
     else:
         response = _call(worker, "migrate.revert", "POST", "/allocations", {
-            instance: _allocations_body(source, _generation(worker, instance)),
-            migration: _allocations_body({}, _generation(worker, migration)),
+            instance: claim_body(source, _generation(worker, instance), consumer_type=None),
+            migration: claim_body({}, _generation(worker, migration), consumer_type=None),
         }, version="1.28", ok=(204,))
         final = source
     with day.lock:

@@ -195,9 +195,15 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
 STORM_QUERY = candidates_query(resources="VCPU:2,MEMORY_MB:2048,DISK_GB:20", limit="10")
 
 
-def claim_body(allocations: dict[str, Any]) -> dict[str, Any]:
-    return {"allocations": allocations, "project_id": PROJECT_ID, "user_id": USER_ID,
-            "consumer_generation": None, "consumer_type": "INSTANCE"}
+def claim_body(allocations: dict[str, Any], generation: int | None = None,
+               consumer_type: str | None = "INSTANCE") -> dict[str, Any]:
+    """A consumer's allocations as schedulers write them; without
+    ``consumer_type`` as Nova does below 1.38."""
+    body = {"allocations": allocations, "project_id": PROJECT_ID, "user_id": USER_ID,
+            "consumer_generation": generation}
+    if consumer_type is not None:
+        body["consumer_type"] = consumer_type
+    return body
 
 
 def resources_of(allocations: dict[str, Any]) -> dict[str, dict[str, int]]:
