@@ -110,6 +110,16 @@ placement_opts = [
         ],
         help="Order in which candidates are generated across provider trees.",
     ),
+    cfg.IntOpt(
+        "allocation_candidates_cache_mb",
+        default=32,
+        min=0,
+        help="Memory, in MiB, each API process may use to keep allocation "
+        "candidates found at each provider tree, with their JSON, for later "
+        "requests of the same shape (the least recently used go first; 0 keeps "
+        "nothing). Kept candidates are reused only while their providers and "
+        "usages are unchanged. About 2.5 kB per candidate.",
+    ),
 ]
 
 workarounds_opts = [

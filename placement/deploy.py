@@ -11,6 +11,7 @@ from oslo_middleware import cors, http_proxy_to_wsgi
 
 from placement import conf as placement_conf
 from placement import healthcheck, metrics, microversion, middleware, policies, router
+from placement.candidates import snapshot
 from placement.db import api as db_api
 from placement.db import migration
 
@@ -65,6 +66,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
         metrics.enable(conf.metrics.multiprocess_dir)
     if db is None:
         db = database_from_conf(conf)
+    snapshot.keep_within(db.engine, conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
     dispatcher = router.Dispatcher()
     application: Callable = microversion.MicroversionMiddleware(dispatcher)

@@ -205,6 +205,13 @@ def encode_json(body: object) -> bytes:
                         option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS)
 
 
+def json_fragment(body: object) -> JSONFragment:
+    """``body`` encoded once, to be kept and put into later bodies as it is.
+    Copied to its own length: orjson's answer keeps the buffer it was
+    written in (4 kB for a body of 200 bytes), and thousands are kept."""
+    return JSONFragment(bytes(memoryview(encode_json(body))))
+
+
 def json_response(request: webob.Request, body: object, status: int = 200,
                   cache_headers: bool = False,
                   last_modified: datetime.datetime | None = None,

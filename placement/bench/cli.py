@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement.bench import day, scenarios, seed
+from placement.bench import day, scenarios, seed, soak
 from placement.bench.scenarios import Ledger, Limits, Target
 from placement.bench.server import BACKENDS, DEFAULT_SERVER_CMD, FreshDatabase, Server
 from placement.bench.stats import format_table, write_json
@@ -55,7 +55,9 @@ def _fixed(path: str) -> Callable[[Target], Callable]:
 
 
 # Run in this order: reads before the storms fill providers up, churn after
-# the storms' verification, the trees on a database of their own.
+# the storms' verification, the soak of distinct queries last of the cloud (its
+# warm-up memory holds what the cells before kept), the trees on a database
+# of their own.
 CELLS = [
     *(_read(name, concurrency, _cloud_query(name))
       for name in ("a.basic", "a.traits-member-of", "a.nested-granular")
@@ -71,6 +73,8 @@ CELLS = [
         8, target, limits, ledger)),
     Cell("f.day", "cloud", day.WORKERS, lambda target, limits, ledger: day.day_cell(
         target, limits, ledger, limits.day_speed)),
+    Cell("g.soak", "cloud", soak.CONCURRENCY, lambda target, limits, ledger: soak.soak_cell(
+        target, limits)),
     _read("e.wide-tree", 1, _fixed(scenarios.wide_tree_query())),
     _read("e.same-subtree", 1, _fixed(scenarios.subtree_query())),
 ]
@@ -170,7 +174,8 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
     try:
         server = Server(args.server_cmd, database.url, workdir)
         try:
-            target = Target(server.host, server.port, cpu_seconds=server.cpu_seconds)
+            target = Target(server.host, server.port, cpu_seconds=server.cpu_seconds,
+                            rss_mb=server.rss_mb)
             try:
                 with server.profiled(profile_path(args, "seed-" + dataset)):
                     timing = seed_dataset(dataset, target, args)
@@ -209,6 +214,7 @@ def profile_path(args: argparse.Namespace, label: str) -> str | None:
 def has_failures(report: dict[str, Any]) -> bool:
     return any(result["errors"] or result.get("failed") or result.get("kept_up") is False
                or scenarios.verification_failed(result.get("verification", {}))
+               or result.get("memory", {}).get("within_bound") is False
                for result in report["results"])
 
 
@@ -235,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in report["results"]:
         if "events" in result:
             print(day.format_day(result))
+        if "memory" in result:
+            print(soak.format_soak(result))
         if result.get("verification"):
             print(f"{result['name']} c={result['concurrency']} verification: "
                   + ", ".join(f"{key}={value}" for key, value in result["verification"].items()))

@@ -43,6 +43,8 @@ class Target:
     cloud: Cloud | None = None
     trees: Trees | None = None
     cpu_seconds: Callable[[], float] = lambda: 0.0
+    # resident memory of each server process, in MiB
+    rss_mb: Callable[[], list[float]] = lambda: [0.0]
 
 
 class Worker:
@@ -168,6 +170,13 @@ def describe(response_body: dict[str, Any]) -> str:
     return ""
 
 
+def timed_get(worker: Worker, path: str) -> None:
+    """A GET that must answer 200, in the worker's ``get`` samples."""
+    response = worker.client.get(path)
+    worker.samples["get"].add(response.seconds, response.status, response.status == 200,
+                              response.body)
+
+
 def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
               path_for: Callable[[Worker], str]) -> dict[str, Any]:
     """GETs that must answer 200. One untimed warm-up request first, whose
@@ -179,13 +188,8 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
     finally:
         warm_up.client.close()
 
-    def get(worker: Worker) -> None:
-        response = worker.client.get(path_for(worker))
-        worker.samples["get"].add(response.seconds, response.status, response.status == 200,
-                                  response.body)
-
-    result = cell_result(name, concurrency, run_closed_loop(target, concurrency, limits, get),
-                         "get")
+    result = cell_result(name, concurrency, run_closed_loop(
+        target, concurrency, limits, lambda worker: timed_get(worker, path_for(worker))), "get")
     result["notes"] = notes
     return result
 

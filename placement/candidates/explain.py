@@ -201,8 +201,9 @@ def _kept_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
 
 def _keep_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
                  group: RequestGroup, funnel: GroupFunnel) -> None:
-    snapshot.kept.put(_funnel_key(world, group),
-                      (snapshot.providers, dict(world.every_usage()), funnel), 1)
+    used = dict(world.every_usage())
+    snapshot.kept.put(_funnel_key(world, group), (snapshot.providers, used, funnel),
+                      find.kept_bytes(len(used)))
 
 
 def _trees(pool: Iterable[Provider]) -> int:

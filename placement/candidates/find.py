@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -43,7 +43,7 @@ from placement.objects import resource_class, trait
 from placement.objects.inventory import InventoryUsage
 
 __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
-           "SearchOptions", "SnapshotWorld", "find", "prepare"]
+           "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
 
 _inv = tables.inventories
 
@@ -297,6 +297,23 @@ class _KeptResults(_KeptAt):
         self.complete = False  # all of them, or only the first ones
 
 
+# What the kept store's entries cost, in bytes, as measured
+# (tests/functional/test_kept_memory.py): an entry with its key and its
+# members' tuple; a usage it was made with; a result with its allocation
+# request and their JSON, and each (provider, class) amount of it.
+_ENTRY_BYTES = 600
+_USAGE_BYTES = 100
+_RESULT_BYTES = 1400
+_AMOUNT_BYTES = 400
+
+
+def kept_bytes(usages: int, results: Iterable[Result] = ()) -> int:
+    """About what an entry of the kept store holds, in bytes: made with
+    ``usages`` usages, keeping ``results``."""
+    return (_ENTRY_BYTES + _USAGE_BYTES * usages
+            + sum(_RESULT_BYTES + _AMOUNT_BYTES * len(result.allocations) for result in results))
+
+
 def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
                ) -> Iterator[Result]:
     """The kept results; then, when they were only the first ones and the
@@ -469,12 +486,12 @@ class SnapshotWorld(World):
 
         def search_and_keep() -> Iterator[Result]:
             kept = _KeptResults(members, usages)
-            store.put(key, kept, 1)
+            store.put(key, kept, kept_bytes(len(usages)))
             for result in search_anchor(anchor):
                 kept.results.append(result)
                 yield result
             kept.complete = True
-            store.put(key, kept, max(1, len(kept.results)))
+            store.put(key, kept, kept_bytes(len(usages), kept.results))
 
         kept = store.get(key)
         if kept is not None and kept.valid_for(members, usages):
@@ -488,7 +505,7 @@ class SnapshotWorld(World):
         if kept is not None and kept.valid_for(members, usages):
             return kept.value
         value = make(anchor)
-        store.put(key, _KeptAt(members, usages, value), 1)
+        store.put(key, _KeptAt(members, usages, value), kept_bytes(len(usages)))
         return value
 
     def _useful(self, provider_id: int) -> bool:

@@ -115,21 +115,27 @@ def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
 _SNAPSHOT_ENTRIES = 64
 _PROVIDER_ENTRIES = 8
 
-# What requests keep between them (KeptStore), in all: about a kilobyte each.
-KEPT_CAPACITY = 50000
+# What requests keep between them (KeptStore), in bytes, unless configured
+# (``[placement] allocation_candidates_cache_mb``).
+KEPT_CAPACITY = 32 * 1024 * 1024
 
 
 class KeptStore:
     """What requests keep for later ones, by key, within a bound on the
-    sum of the sizes their keepers give (least recently used out first).
-    One per database, shared by its snapshots: an entry holds what it was
-    made from, for the reader to check."""
+    sum of the sizes their keepers give, in bytes (least recently used out
+    first). One per database, shared by its snapshots: an entry holds what
+    it was made from, for the reader to check."""
 
     def __init__(self, capacity: int = KEPT_CAPACITY) -> None:
         self._entries: OrderedDict[Key, tuple[object, int]] = OrderedDict()
         self._size = 0
         self._capacity = capacity
         self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """The sum of the sizes of the entries kept."""
+        return self._size
 
     def get(self, key: Key[V]) -> V | None:
         with self._lock:
@@ -146,9 +152,17 @@ class KeptStore:
                 self._size -= previous[1]
             self._entries[key] = (value, size)
             self._size += size
-            while self._size > self._capacity:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._size -= dropped
+            self._shrink()
+
+    def resize(self, capacity: int) -> None:
+        with self._lock:
+            self._capacity = capacity
+            self._shrink()
+
+    def _shrink(self) -> None:
+        while self._size > self._capacity:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self._size -= dropped
 
 
 # The entries of a snapshot's memo: each is made from the indexes alone.
@@ -474,6 +488,15 @@ class ProviderCache:
         self._state = _State(EMPTY, {}, -1)
         # one refresh at a time: concurrent requests would load the same rows
         self._lock = threading.Lock()
+        self._kept_capacity = KEPT_CAPACITY
+
+    def keep_within(self, capacity: int) -> None:
+        """Bound what requests keep (the snapshots' ``KeptStore``) to
+        ``capacity`` bytes, from now on."""
+        with self._lock:
+            self._kept_capacity = capacity
+            if self._state.total >= 0:  # EMPTY's store is not this database's
+                self._state.snapshot.kept.resize(capacity)
 
     def current(self, connection: sa.engine.Connection) -> Snapshot:
         """The providers as ``connection``'s transaction sees them (or
@@ -493,7 +516,8 @@ class ProviderCache:
             if changed is None:  # the first load, or too far behind
                 # every record is new: nothing kept from the old ones holds
                 loaded = _load(connection, None)
-                snapshot = dataclasses.replace(EMPTY.updated(loaded, ()), kept=KeptStore())
+                snapshot = dataclasses.replace(EMPTY.updated(loaded, ()),
+                                               kept=KeptStore(self._kept_capacity))
                 metrics.count_provider_cache_refresh("full", len(loaded))
             else:
                 loaded = _load(connection, changed)
@@ -507,11 +531,20 @@ _caches: weakref.WeakKeyDictionary[sa.engine.Engine, ProviderCache] = weakref.We
 _caches_lock = threading.Lock()
 
 
-def snapshot(connection: sa.engine.Connection) -> Snapshot:
-    """The providers of ``connection``'s database, from this process's copy."""
-    engine = connection.engine
+def _cache_of(engine: sa.engine.Engine) -> ProviderCache:
     cache = _caches.get(engine)
     if cache is None:
         with _caches_lock:
             cache = _caches.setdefault(engine, ProviderCache())
-    return cache.current(connection)
+    return cache
+
+
+def snapshot(connection: sa.engine.Connection) -> Snapshot:
+    """The providers of ``connection``'s database, from this process's copy."""
+    return _cache_of(connection.engine).current(connection)
+
+
+def keep_within(engine: sa.engine.Engine, capacity: int) -> None:
+    """Bound what requests keep for ``engine``'s database to ``capacity``
+    bytes in this process."""
+    _cache_of(engine).keep_within(capacity)

@@ -243,8 +243,7 @@ def _rendered(item: AllocationRequest | ProviderSummary, key: _RenderedAs,
     item and format (an item may serve several requests)."""
     fragment = item.rendered.get(key)
     if fragment is None:
-        fragment = item.rendered.put(key, wsgi_util.JSONFragment(
-            wsgi_util.encode_json(render(item, *key[1]))))
+        fragment = item.rendered.put(key, wsgi_util.json_fragment(render(item, *key[1])))
     return fragment
 
 

@@ -4,6 +4,7 @@ not asserted (they are the benchmark's business, not the test suite's)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-from placement.bench import cli, scenarios
+from placement.bench import cli, scenarios, soak
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +47,18 @@ def test_tiny_run_reports_every_scenario_without_errors(tmp_path):
     assert all(result["verification"]["checked_claims"] == result["claims"]
                for result in storms)
     assert sum(result["claims"] for result in storms) > 0
+    soak = next(result for result in report["results"] if result["name"] == "g.soak")
+    memory = soak["memory"]
+    assert memory["distinct_queries"] == soak["count"] == memory["samples"][-1][1]
+    assert 0 < memory["warm_mb"] and memory["within_bound"], memory
+
+
+def test_soak_queries_are_distinct_and_answered():
+    queries = list(itertools.islice(soak.distinct_queries([f"agg{index}" for index in range(10)]),
+                                    2000))
+    assert len(set(queries)) == 2000
+    assert any("resources1=" in query for query in queries)
+    assert any("member_of=" in query for query in queries)
 
 
 def test_short_day_keeps_up_and_loses_nothing(tmp_path):

@@ -1,0 +1,107 @@
+"""What candidate requests keep for later ones (the kept store) is bounded
+in bytes by ``[placement] allocation_candidates_cache_mb``: the sizes the
+store counts must be about what its entries really take, and a full store
+must answer as an empty one does."""
+
+from __future__ import annotations
+
+import gc
+import random
+import tracemalloc
+
+import pytest
+
+from placement.candidates import snapshot
+from tests.fixtures.base import build_app
+from tests.fixtures.provider_api import ProviderApi, in_process
+
+pytestmark = pytest.mark.backend("sqlite")  # memory, not SQL, is measured
+
+COMPUTES = 60
+
+
+def _cloud(client: ProviderApi) -> None:
+    """Flat computes, nested ones (two NUMA children) and a sharing disk
+    pool, so that results allocate from one, two or three providers."""
+    pool = client.provider("pool", DISK_GB=100000)
+    aggregate = "00000000-0000-4000-8000-000000000001"
+    client.call("PUT", f"/resource_providers/{pool}/traits", {
+        "resource_provider_generation": client.generation(pool),
+        "traits": ["MISC_SHARES_VIA_AGGREGATE"]})
+    for index in range(COMPUTES):
+        if index % 3:
+            compute = client.provider(f"cn{index}", VCPU=64, MEMORY_MB=65536, DISK_GB=2000)
+        else:
+            compute = client.provider(f"cn{index}", DISK_GB=2000)
+            for numa in range(2):
+                client.provider(f"cn{index}-numa{numa}", compute, VCPU=32, MEMORY_MB=32768)
+        if index % 2:
+            client.call("PUT", f"/resource_providers/{compute}/aggregates", {
+                "resource_provider_generation": client.generation(compute),
+                "aggregates": [aggregate]})
+    client.call("PUT", f"/resource_providers/{pool}/aggregates", {
+        "resource_provider_generation": client.generation(pool), "aggregates": [aggregate]})
+
+
+def _queries(seed: int) -> list[str]:
+    """Distinct queries of the shapes schedulers send: every one is of a
+    shape of its own, so each keeps new entries."""
+    rng = random.Random(seed)
+    flat = [f"resources=VCPU:{rng.randint(1, 16)},MEMORY_MB:{512 * rng.randint(1, 64)},"
+            f"DISK_GB:{rng.randint(1, 200)}&limit={rng.choice([10, 100, 1000])}"
+            for _ in range(15)]
+    granular = [f"resources1=VCPU:{rng.randint(1, 4)},MEMORY_MB:{512 * rng.randint(1, 8)}"
+                f"&resources2=VCPU:{rng.randint(1, 4)}&resources=DISK_GB:{rng.randint(1, 50)}"
+                f"&group_policy=isolate&limit=1000" for _ in range(15)]
+    return list(dict.fromkeys(flat + granular))
+
+
+def _store(database) -> snapshot.KeptStore:
+    with database.db.reader() as connection:
+        return snapshot.snapshot(connection).kept
+
+
+@pytest.fixture
+def cloud(database):
+    client = ProviderApi(in_process(build_app(database)))
+    _cloud(client)
+    return database
+
+
+def test_the_sizes_counted_are_about_the_memory_the_entries_take(cloud):
+    client = ProviderApi(in_process(build_app(cloud)))
+    # queries of other amounts first: what requests make once per provider
+    # and set of classes (search records, summaries) is not in the store
+    for query in _queries(1):
+        client.candidates(query)
+    store = _store(cloud)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        traced_before, counted_before = tracemalloc.get_traced_memory()[0], store.size
+        for query in _queries(2):
+            client.candidates(query)
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - traced_before
+    finally:
+        tracemalloc.stop()
+    counted = store.size - counted_before
+    assert counted > 1_000_000  # the queries kept enough to be measured
+    assert 0.6 < traced / counted < 1.5, (traced, counted)
+
+
+def test_a_store_at_its_bound_answers_as_no_store(cloud):
+    queries = _queries(3)
+    # the bound is the process's, for the database: the application built
+    # last sets it
+    bounded = ProviderApi(in_process(build_app(
+        cloud, {("placement", "allocation_candidates_cache_mb"): 1})))
+    bounded_answers = [bounded.candidates(query) for query in queries * 2]
+    store = _store(cloud)
+    assert 1024 * 1024 - 10_000 < store.size <= 1024 * 1024
+    unkept = ProviderApi(in_process(build_app(
+        cloud, {("placement", "allocation_candidates_cache_mb"): 0})))
+    assert store.size == 0
+    unkept_answers = [unkept.candidates(query) for query in queries * 2]
+    assert store.size == 0
+    assert bounded_answers == unkept_answers
