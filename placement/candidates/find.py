@@ -124,7 +124,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     requested ones."""
     snapshot, world, class_ids = prepare(connection, groups, options)
     results = search(world, groups, options)
-    summaries = _summaries(connection, snapshot, results, options.nested_aware,
+    summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
     return Candidates([_allocation_request(world, result) for result in results], summaries)
 
@@ -282,8 +282,9 @@ class _KeptAt:
         self.value = value
 
     def valid_for(self, members: tuple[CachedProvider, ...], usages: tuple) -> bool:
-        return (usages == self.usages and len(members) == len(self.members)
-                and all(now is then for now, then in zip(members, self.members, strict=True)))
+        # the records are compared by identity first (a provider changed is
+        # a new record), by value only when it changed
+        return usages == self.usages and members == self.members
 
 
 class _KeptResults(_KeptAt):
@@ -432,6 +433,20 @@ class SnapshotWorld(World):
         self._using.update(provider_id for provider_id, _ in used)
         self._every_usage_read = self._every_usage_read or provider_ids is None
 
+    def usages_of(self, provider_ids: list[int]) -> dict[tuple[int, int], int]:
+        """(provider id, class id) -> amount used, of every class of these
+        providers (where any is used). What the search read is taken as it
+        is (the same transaction): only the providers it did not read, or
+        that have classes it did not ask for, are read now."""
+        providers, requested = self._snapshot.providers, self._class_names.keys()
+        unread = [provider_id for provider_id in provider_ids
+                  if not (self._every_usage_read or provider_id in self._loaded)
+                  or not requested >= providers[provider_id].inventories.keys()]
+        used = dict(self._used)
+        if unread:
+            used.update(_usages(self._connection, unread, None))
+        return used
+
     def every_usage(self) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of the requested classes
         of every provider, in a searched tree or not (where any is used)."""
@@ -470,9 +485,11 @@ class SnapshotWorld(World):
 
     def _member_state(self, root_id: int) -> tuple[tuple[CachedProvider, ...], tuple]:
         """The records of the members of ``root_id`` and their usages."""
-        providers = self._snapshot.providers
-        records = tuple(providers[provider_id] for provider_id in self._member_ids[root_id])
+        member_ids = self._member_ids[root_id]
+        records = tuple(map(self._snapshot.providers.__getitem__, member_ids))
         using = self._using
+        if using.isdisjoint(member_ids):
+            return records, ()
         usages = tuple((record.id, class_id, self._used.get((record.id, class_id), 0))
                        for record in records if record.id in using
                        for class_id in record.inventories)
@@ -545,17 +562,19 @@ class SnapshotWorld(World):
 
 # Provider summaries --------------------------------------------------------
 
-def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, results: list[Result],
-               nested_aware: bool, only_classes: set[str] | None) -> list[ProviderSummary]:
+def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: SnapshotWorld,
+               results: list[Result], nested_aware: bool, only_classes: set[str] | None
+               ) -> list[ProviderSummary]:
     """Every provider of every tree giving resources to a result (only the
-    giving providers themselves below 1.29 in a nested world)."""
+    giving providers themselves below 1.29 in a nested world), with the
+    usages ``world`` searched with."""
     giving = {provider_id for result in results for provider_id, _, _ in result.allocations}
     if nested_aware or not snapshot.has_nesting:
         roots = {snapshot.providers[provider_id].root_id for provider_id in giving}
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
-    used = _usages(connection, wanted, None)
+    used = world.usages_of(wanted)
     summaries = []
     missing = []  # (index, record, usages) of the summaries to make
     key = _Summary(None if only_classes is None else frozenset(only_classes))
