@@ -45,7 +45,7 @@ def uwsgi(database_path):
         # a free port, with 2 processes of 2 threads (the machine running the
         # tests is small), importing this checkout from this virtual
         # environment.
-        "--http11-socket", f"127.0.0.1:{port}", "--processes", str(PROCESSES), "--threads", "2",
+        "--http", f"127.0.0.1:{port}", "--processes", str(PROCESSES), "--threads", "2",
         "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT,
     ]
     env = {
@@ -71,24 +71,42 @@ def test_several_workers_serve(uwsgi):
     assert output.count("cores: 2)") == PROCESSES  # uwsgi's word for threads
 
 
+def _get_on(connection: http.client.HTTPConnection, path: str) -> None:
+    connection.request("GET", path, headers={"Accept": "application/json",
+                                             "X-Auth-Token": "admin"})
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200, path
+    assert not response.will_close, path
+
+
 def test_a_client_keeps_its_connection(uwsgi):
-    """--http11-socket: a keep-alive client (keystoneauth's sessions) sends
-    request after request on one connection."""
+    """--http with http-keepalive: a keep-alive client (keystoneauth's
+    sessions) sends request after request on one connection."""
     connection = http.client.HTTPConnection("127.0.0.1", uwsgi.port, timeout=30)
     try:
         for path in ("/", "/resource_providers", "/", "/resource_providers?name=x"):
-            connection.request("GET", path, headers={"Accept": "application/json",
-                                                     "X-Auth-Token": "admin"})
-            response = connection.getresponse()
-            response.read()
-            assert response.status == 200, path
-            assert not response.will_close, path
+            _get_on(connection, path)
         first_socket = connection.sock
-        connection.request("GET", "/")
-        connection.getresponse().read()
+        _get_on(connection, "/")
         assert connection.sock is first_socket
     finally:
         connection.close()
+
+
+def test_more_open_connections_than_workers_are_all_served(uwsgi):
+    """Every compute keeps a connection open: a worker must not belong to
+    one connection while it is idle (as with --http11-socket, where the
+    third of two workers' clients waits until another one closes)."""
+    connections = [http.client.HTTPConnection("127.0.0.1", uwsgi.port, timeout=10)
+                   for _ in range(4 * PROCESSES * 2)]
+    try:
+        for _ in range(3):
+            for connection in connections:
+                _get_on(connection, "/")
+    finally:
+        for connection in connections:
+            connection.close()
 
 
 def test_concurrent_requests(uwsgi):
