@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import webob
@@ -155,8 +156,8 @@ def _parse_filters(request: webob.Request) -> tuple[rp_obj.ProviderFilters, dict
     if "member_of" in params:
         aggregates = query.parse_member_of(wsgi_util.query_values(request, "member_of"),
                                            version)
-        filters.member_of = aggregates.required
-        filters.forbidden_aggregates = aggregates.forbidden
+        filters = dataclasses.replace(filters, member_of=aggregates.required,
+                                      forbidden_aggregates=aggregates.forbidden)
     traits = query.TraitFilter()
     if "required" in params:
         traits = query.parse_required(wsgi_util.query_values(request, "required"), version)
@@ -165,21 +166,22 @@ def _parse_filters(request: webob.Request) -> tuple[rp_obj.ProviderFilters, dict
 
 
 def _resolve_names(conn, filters: rp_obj.ProviderFilters, resources: dict[str, int],
-                   traits: query.TraitFilter) -> None:
-    """Fill in the class and trait ids of ``filters``; 400 for unknown names."""
+                   traits: query.TraitFilter) -> rp_obj.ProviderFilters:
+    """``filters`` with the class and trait ids; 400 for unknown names."""
     try:
         trait_ids = trait_obj.ids_from_names(conn, sorted(traits.names()))
     except exceptions.NotFound as error:
         raise errors.bad_request(f'Invalid trait(s) in "required" parameter: {error}') from None
-    filters.required_traits = [{trait_ids[name] for name in any_of}
-                               for any_of in traits.required]
-    filters.forbidden_traits = {trait_ids[name] for name in traits.forbidden}
     try:
         class_ids = rc_obj.ids_from_names(conn, resources)
     except exceptions.NotFound as error:
         raise errors.bad_request(
             f"Invalid resource class in resources parameter: {error}") from None
-    filters.resources = {class_ids[name]: amount for name, amount in resources.items()}
+    return dataclasses.replace(
+        filters,
+        required_traits=[{trait_ids[name] for name in any_of} for any_of in traits.required],
+        forbidden_traits={trait_ids[name] for name in traits.forbidden},
+        resources={class_ids[name]: amount for name, amount in resources.items()})
 
 
 def list_resource_providers(request: webob.Request) -> webob.Response:
@@ -188,7 +190,7 @@ def list_resource_providers(request: webob.Request) -> webob.Response:
     context.can("placement:resource_providers:list")
     filters, resources, traits = _parse_filters(request)
     with context.db.reader() as conn:
-        _resolve_names(conn, filters, resources, traits)
+        filters = _resolve_names(conn, filters, resources, traits)
         providers = rp_obj.list_providers(conn, filters)
     representation = _representer(request)
     body = {"resource_providers": [representation(provider) for provider in providers]}
