@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import webob
 from oslo_utils import uuidutils
@@ -35,14 +34,13 @@ _LINKS = (
 _RENDERED = Memo(20000)
 
 
-def _representer(request: webob.Request
-                 ) -> Callable[[rp_obj.ResourceProvider], wsgi_util.JSONFragment]:
-    """What a provider looks like in answers to ``request``, as JSON. What
-    depends on the request is worked out once per request, and a provider's
-    JSON once per form for as long as what it shows stays the same: its key
-    holds the form and every provider field the JSON is made of, so a
-    renamed, moved or regenerated provider is rendered anew, whoever
-    changed it."""
+def _representations(request: webob.Request, providers: list[rp_obj.ResourceProvider]
+                     ) -> list[wsgi_util.JSONFragment]:
+    """What the providers look like in answers to ``request``, as JSON. What
+    depends on the request is worked out once, and a provider's JSON once
+    per form for as long as what it shows stays the same: its key holds the
+    form and every provider field the JSON is made of, so a renamed, moved
+    or regenerated provider is rendered anew, whoever changed it."""
     version = microversion.version_of(request)
     prefix = wsgi_util.url(request, "/resource_providers/")
     shown = next((count for count, (since, _, _) in enumerate(_LINKS) if version < since),
@@ -63,16 +61,18 @@ def _representer(request: webob.Request
             body["root_provider_uuid"] = provider.root_provider_uuid
         return wsgi_util.JSONFragment(wsgi_util.encode_json(body))
 
-    def representation(provider: rp_obj.ResourceProvider) -> wsgi_util.JSONFragment:
-        # one flat tuple (the form's parts in it): it is hashed for every
-        # provider of a list, and a nested one would be hashed again each time
+    # A loop, not a function per provider: a list has thousands.
+    fragments = []
+    for provider in providers:
+        # one flat tuple (the form's parts in it): a nested one would be
+        # hashed again for every provider
         key = (prefix, shown, with_tree, provider.uuid, provider.name, provider.generation,
                provider.parent_provider_uuid, provider.root_provider_uuid)
         fragment = _RENDERED.get(key)
         if fragment is None:
             fragment = _RENDERED.put(key, render(provider))
-        return fragment
-    return representation
+        fragments.append(fragment)
+    return fragments
 
 
 def _last_modified(providers: list[rp_obj.ResourceProvider]):
@@ -83,7 +83,7 @@ def _last_modified(providers: list[rp_obj.ResourceProvider]):
 def _provider_response(request: webob.Request, provider: rp_obj.ResourceProvider,
                        location: str | None = None) -> webob.Response:
     return wsgi_util.json_response(
-        request, _representer(request)(provider), cache_headers=True,
+        request, _representations(request, [provider])[0], cache_headers=True,
         last_modified=_last_modified([provider]), location=location)
 
 
@@ -192,7 +192,6 @@ def list_resource_providers(request: webob.Request) -> webob.Response:
     with context.db.reader() as conn:
         filters = _resolve_names(conn, filters, resources, traits)
         providers = rp_obj.list_providers(conn, filters)
-    representation = _representer(request)
-    body = {"resource_providers": [representation(provider) for provider in providers]}
+    body = {"resource_providers": _representations(request, providers)}
     return wsgi_util.json_response(request, body, cache_headers=True,
                                    last_modified=_last_modified(providers))
