@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import uuid as uuid_lib
 from collections.abc import Iterable
 
@@ -137,14 +138,21 @@ def all_of(conditions: list[sa.ColumnElement[bool]]) -> sa.ColumnElement[bool]:
                    _Parenthesised(all_of(conditions[middle:])))
 
 
+def _providers_where(conditions: list[sa.ColumnElement[bool]]) -> sa.Select:
+    statement = select_providers().order_by(_rp.c.id)
+    return statement.where(all_of(conditions)) if conditions else statement
+
+
+def _providers(connection: sa.engine.Connection, statement: sa.Select
+               ) -> list[ResourceProvider]:
+    # all() fetches the rows at once: iterating fetches them one by one
+    return [ResourceProvider(*row) for row in connection.execute(statement).all()]
+
+
 def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElement[bool]
                     ) -> list[ResourceProvider]:
     """The providers matching every condition, in creation (id) order."""
-    statement = select_providers().order_by(_rp.c.id)
-    if conditions:
-        statement = statement.where(all_of(list(conditions)))
-    rows = connection.execute(statement)
-    return [ResourceProvider(*row) for row in rows]
+    return _providers(connection, _providers_where(list(conditions)))
 
 
 # Built once: most requests look a provider up by uuid, and building the
@@ -479,27 +487,48 @@ def in_tree_of(uuid: str, root_column: sa.ColumnElement = _rp.c.root_provider_id
     return root_column == tree_root
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class ProviderFilters:
     """What GET /resource_providers can ask for; everything is ANDed.
-    Names are resolved to ids by the caller (unknown names are errors)."""
+    Names are resolved to ids by the caller (unknown names are errors).
+    Hashable, so that the list statement is built once per filters: the
+    sets given are kept frozen, the lists as tuples, ``resources`` as
+    pairs."""
     name: str | None = None
     uuid: str | None = None
     in_tree: str | None = None
     # Each set: the provider is in at least one of these aggregates.
-    member_of: list[set[str]] = dataclasses.field(default_factory=list)
-    forbidden_aggregates: set[str] = dataclasses.field(default_factory=set)
-    # {resource class id: amount}
-    resources: dict[int, int] = dataclasses.field(default_factory=dict)
+    member_of: tuple[frozenset[str], ...] = ()
+    forbidden_aggregates: frozenset[str] = frozenset()
+    # (resource class id, amount) pairs (a dict may be given)
+    resources: tuple[tuple[int, int], ...] = ()
     # Each set: the provider has at least one of these traits.
-    required_traits: list[set[int]] = dataclasses.field(default_factory=list)
-    forbidden_traits: set[int] = dataclasses.field(default_factory=set)
+    required_traits: tuple[frozenset[int], ...] = ()
+    forbidden_traits: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        frozen = {
+            "member_of": tuple(map(frozenset, self.member_of)),
+            "forbidden_aggregates": frozenset(self.forbidden_aggregates),
+            "resources": tuple(dict(self.resources).items()),
+            "required_traits": tuple(map(frozenset, self.required_traits)),
+            "forbidden_traits": frozenset(self.forbidden_traits),
+        }
+        for field, value in frozen.items():
+            object.__setattr__(self, field, value)
 
 
 def list_providers(connection: sa.engine.Connection,
-                   filters: ProviderFilters | None = None) -> list[ResourceProvider]:
+                   filters: ProviderFilters = ProviderFilters()) -> list[ResourceProvider]:
     """The providers matching every filter, in creation order."""
-    filters = filters or ProviderFilters()
+    return _providers(connection, _list_statement(filters))
+
+
+@functools.lru_cache(maxsize=64)
+def _list_statement(filters: ProviderFilters) -> sa.Select:
+    """Built once per filters: building the statement cost a quarter of
+    running it for a thousand providers (and the usual lists are the same
+    few requests again and again)."""
     conditions: list[sa.ColumnElement[bool]] = []
     if filters.name is not None:
         conditions.append(_rp.c.name == filters.name)
@@ -508,13 +537,12 @@ def list_providers(connection: sa.engine.Connection,
     if filters.in_tree is not None:
         conditions.append(in_tree_of(filters.in_tree))
     if filters.member_of:
-        conditions.append(in_an_aggregate_of_each(filters.member_of))
+        conditions.append(in_an_aggregate_of_each(list(filters.member_of)))
     if filters.forbidden_aggregates:
         conditions.append(sa.not_(in_any_aggregate(filters.forbidden_aggregates)))
-    conditions.extend(has_capacity(rc_id, amount)
-                      for rc_id, amount in filters.resources.items())
+    conditions.extend(has_capacity(rc_id, amount) for rc_id, amount in filters.resources)
     if filters.required_traits:
-        conditions.append(has_a_trait_of_each(filters.required_traits))
+        conditions.append(has_a_trait_of_each(list(filters.required_traits)))
     if filters.forbidden_traits:
         conditions.append(sa.not_(has_any_trait(filters.forbidden_traits)))
-    return providers_where(connection, *conditions)
+    return _providers_where(conditions)

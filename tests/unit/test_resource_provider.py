@@ -199,6 +199,38 @@ def test_list_filters_combine(db):
         assert names(in_tree=new_uuid()) == []
 
 
+def test_filters_given_as_lists_sets_and_dicts_are_one_hashable_value():
+    """The list statement is kept per filters (lru_cache): filters given
+    in any of the forms callers use are equal and hash alike."""
+    given = rp_obj.ProviderFilters(member_of=[{"a", "b"}], forbidden_aggregates={"c"},
+                                   resources={VCPU: 2}, required_traits=[{1}, {2, 3}],
+                                   forbidden_traits={4})
+    frozen = rp_obj.ProviderFilters(
+        member_of=(frozenset({"b", "a"}),), forbidden_aggregates=frozenset({"c"}),
+        resources=((VCPU, 2),), required_traits=(frozenset({1}), frozenset({3, 2})),
+        forbidden_traits=frozenset({4}))
+    assert given == frozen and hash(given) == hash(frozen)
+
+
+def test_a_kept_list_statement_reads_the_rows_anew(db):
+    """The statement is kept, not its answer: the same filters again see
+    every change since."""
+    provider = make(db, "cn")
+    filters = rp_obj.ProviderFilters(resources={VCPU: 2})
+
+    def names() -> list[str]:
+        with db.reader() as conn:
+            return [found.name for found in rp_obj.list_providers(conn, filters)]
+
+    assert names() == []
+    with db.writer() as conn:
+        insert_inventory(conn, provider.id, VCPU, total=2, max_unit=2)
+    assert names() == ["cn"]
+    with db.writer() as conn:
+        insert_allocation(conn, provider.id, VCPU, new_uuid(), 1)
+    assert names() == []
+
+
 def test_a_thousand_trait_and_aggregate_sets_make_one_cheap_statement(db):
     """A query string can name more sets than SQLite nests ANDs (1000
     levels), and a subquery per set took PostgreSQL minutes to plan."""
