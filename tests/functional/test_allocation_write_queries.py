@@ -118,18 +118,6 @@ def test_named_providers_are_locked_before_anything_is_read(database):
     assert first.endswith("ORDER BY resource_providers.id FOR UPDATE")
 
 
-def test_claim_of_a_new_consumer_deletes_nothing(database):
-    """A new consumer holding nothing has no allocations to delete: the
-    claim reads the providers, the consumer, the owner ids, what the
-    consumer holds and the capacity, then inserts the consumer, moves the
-    provider generation and inserts the allocations."""
-    _create_owner(database)
-    with counted_statements(database) as statements:
-        allocation_obj.replace_all(database, [_consumer(str(uuid.uuid4()), PROVIDERS[:1])], 1)
-    assert [statement.split()[0] for statement in statements] == [
-        "SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "SELECT", "UPDATE", "INSERT"]
-
-
 @pytest.mark.parametrize("with_record", [True, False], ids=["consumer", "legacy rows"])
 def test_a_claim_replaces_what_the_consumer_holds(database, with_record):
     """Held allocations are deleted, also those of a consumer without a
