@@ -449,8 +449,12 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     # update), so that allocation writers do not deadlock each other.
     _increment_provider_generations(connection,
                                     [providers[provider_id] for provider_id in provider_ids])
-    if connection.execute(*_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids)
-                          ).rowcount != held_rows:
+    # Nothing to delete when the consumers hold nothing and this write
+    # created all of them (the usual claim): another writer adding
+    # allocations for one of them must create its record too: it waits for
+    # ours until we commit, then fails on it and starts over.
+    if (held_rows or prepared.consumers) and connection.execute(
+            *_DELETE_ALLOCATIONS(consumer_uuids=consumer_uuids)).rowcount != held_rows:
         # They were locked: only a backend that does not lock them (none
         # of ours) could get here. Start again rather than keep usages
         # that do not add up.

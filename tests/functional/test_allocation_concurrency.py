@@ -173,6 +173,37 @@ def test_two_writers_racing_for_the_last_unit(database):
     assert _state(database) == (1, [(winner, 1)])
 
 
+@pytest.mark.parametrize("version", ["1.27", "1.28"])
+def test_writers_racing_to_create_one_consumer_leave_it_one_allocation(database, version):
+    """Claims for the same new consumer: whoever loses the race to create
+    its record starts over and finds it (1.28+: a generation conflict;
+    before, it replaces the winner's allocation or conflicts on the
+    consumer's generation). Never two allocations for the consumer, and
+    the inventory's usage counts one."""
+    app = _app(database)
+    consumer_uuid = str(uuid.uuid4())
+    writers = 4
+    start = threading.Barrier(writers)
+    statuses: list[int] = []
+
+    def put() -> None:
+        start.wait()
+        statuses.append(_put_one_vcpu(app, consumer_uuid, version=version).status_int)
+
+    threads = [threading.Thread(target=put) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert 204 in statuses and set(statuses) <= {204, 409}
+    if version == "1.28":
+        assert sorted(statuses) == [204] + [409] * (writers - 1)
+    assert _state(database)[1] == [(consumer_uuid, 1)]
+    with database.reader() as connection:
+        assert connection.execute(sa.select(tables.inventories.c.used)).scalars().all() == [1]
+
+
 def test_consumer_generation_race_is_reported_not_retried(database, monkeypatch):
     """Below 1.28 nobody states a consumer generation, yet the write still
     compare-and-swaps it: a consumer changed after our read is a conflict

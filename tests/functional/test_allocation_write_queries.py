@@ -11,9 +11,15 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.fixtures.allocations import add_allocation, add_inventory, create_provider
+from tests.fixtures.allocations import (
+    add_allocation,
+    add_inventory,
+    create_provider,
+    insert_allocation,
+)
 
 PROVIDERS = [str(uuid.uuid4()) for _ in range(6)]
 
@@ -110,3 +116,24 @@ def test_named_providers_are_locked_before_anything_is_read(database):
     first = str(statements[0].compile(dialect=postgresql.dialect()))
     assert first.startswith("SELECT resource_providers.id")
     assert first.endswith("ORDER BY resource_providers.id FOR UPDATE")
+
+
+@pytest.mark.parametrize("with_record", [True, False], ids=["consumer", "legacy rows"])
+def test_a_claim_replaces_what_the_consumer_holds(database, with_record):
+    """Held allocations are deleted, also those of a consumer without a
+    record (written before consumers had one), which the claim creates."""
+    consumer_uuid = str(uuid.uuid4())
+    if with_record:
+        allocation_obj.replace_all(database, [_consumer(consumer_uuid, PROVIDERS[:1])], 1)
+    else:
+        with database.writer() as connection:
+            insert_allocation(connection, 1, 0, consumer_uuid, 1)
+    allocation_obj.replace_all(database, [_consumer(consumer_uuid, PROVIDERS[1:2])], 1)
+    with database.reader() as connection:
+        view = allocation_obj.get_for_consumer(connection, consumer_uuid)
+        used = connection.execute(sa.select(tables.inventories.c.used)
+                                  .order_by(tables.inventories.c.resource_provider_id)
+                                  ).scalars().all()
+    assert {provider: entry["resources"] for provider, entry in view.allocations.items()} == {
+        PROVIDERS[1]: {"VCPU": 1}}
+    assert used[:2] == [0, 1]
