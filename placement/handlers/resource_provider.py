@@ -59,7 +59,7 @@ def _representations(request: webob.Request, providers: list[rp_obj.ResourceProv
         if with_tree:
             body["parent_provider_uuid"] = provider.parent_provider_uuid
             body["root_provider_uuid"] = provider.root_provider_uuid
-        return wsgi_util.JSONFragment(wsgi_util.encode_json(body))
+        return wsgi_util.json_fragment(body)
 
     # A loop, not a function per provider: a list has thousands.
     fragments = []
