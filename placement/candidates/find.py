@@ -442,10 +442,10 @@ class SnapshotWorld(World):
         unread = [provider_id for provider_id in provider_ids
                   if not (self._every_usage_read or provider_id in self._loaded)
                   or not requested >= providers[provider_id].inventories.keys()]
-        used = dict(self._used)
-        if unread:
-            used.update(_usages(self._connection, unread, None))
-        return used
+        if not unread:  # the usual request: the caller only reads it
+            return self._used
+        # a copy: the search's own holds the requested classes only
+        return {**self._used, **_usages(self._connection, unread, None)}
 
     def every_usage(self) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of the requested classes
