@@ -60,6 +60,10 @@ class _Instruments:
         self.database_errors = Counter(
             "placement_db_errors", "Errors of the database or its driver, by kind (the "
             "oslo.db exception they became, or the driver's).", ["kind"])
+        self.kept_answers = Counter(
+            "placement_allocation_candidates_kept_answers", "Candidates requests by what "
+            "was kept of an earlier answer of the same kind: given again, stale, or none.",
+            ["outcome"])
         self.provider_cache_refreshes = Counter(
             "placement_provider_cache_refreshes", "Refreshes of the per-process provider "
             "copy: full reloads and incremental refreshes.", ["kind"])
@@ -144,6 +148,15 @@ def observe_allocation_candidates(count: int) -> None:
     instruments = _instruments
     if instruments is not None:
         instruments.candidates.observe(count)
+
+
+def count_kept_answer(outcome: str) -> None:
+    """``outcome``: ``given`` (an answer kept from an earlier request was
+    given again), ``stale`` (one was kept, but usages or providers moved
+    since) or ``none``."""
+    instruments = _instruments
+    if instruments is not None:
+        instruments.kept_answers.labels(outcome).inc()
 
 
 def count_retry(reason: str) -> None:

@@ -114,8 +114,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "postgres on 127.0.0.1; a new database is created and dropped)")
     parser.add_argument("--server-cmd", default=DEFAULT_SERVER_CMD,
                         help="command starting a WSGI server on 127.0.0.1:{port}, e.g. "
-                             "'uwsgi --http-socket 127.0.0.1:{port} --processes 2 "
-                             "--pythonpath . --module placement.wsgi:application --die-on-term' "
+                             "'uwsgi --http 127.0.0.1:{port} --http-keepalive "
+                             "--http-buffer-size 1048576 --master --processes 2 --pythonpath . "
+                             "--module placement.wsgi:application --die-on-term' "
                              "(default: %(default)s)")
     parser.add_argument("--day-speed", type=float, default=1.0,
                         help="f.day: multiply the day's rates by this (default 1: the rates "

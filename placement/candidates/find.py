@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from placement import exceptions
+from placement import exceptions, metrics
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.memo import Key, Memo
 from placement.candidates.search import (
@@ -82,6 +82,8 @@ class ProviderSummary:
 class Candidates:
     allocation_requests: list[AllocationRequest]
     provider_summaries: list[ProviderSummary]
+    # a kept answer is given to several requests (see _KeptAnswer)
+    rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
 class Prepared(NamedTuple):
@@ -123,10 +125,24 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     class a provider has when ``summarize_all_classes``, else only the
     requested ones."""
     snapshot, world, class_ids = prepare(connection, groups, options)
+    # A random order makes every answer new: nothing to keep.
+    key = None if options.randomize else _Answer(
+        world.shape, options.limit, options.max_candidates, options.breadth_first,
+        summarize_all_classes)
+    kept = None if key is None else snapshot.kept.get(key)
+    if kept is not None and kept.serial == snapshot.serial and world.reads_again(kept.reads):
+        metrics.count_kept_answer("given")
+        return kept.candidates
+    metrics.count_kept_answer("none" if kept is None else "stale")
     results = search(world, groups, options)
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
-    return Candidates([_allocation_request(world, result) for result in results], summaries)
+    candidates = Candidates([_allocation_request(world, result) for result in results],
+                            summaries)
+    if key is not None:
+        snapshot.kept.put(key, _KeptAnswer(snapshot.serial, world.reads, candidates),
+                          _answer_bytes(world.reads, candidates))
+    return candidates
 
 
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
@@ -298,6 +314,36 @@ class _KeptResults(_KeptAt):
         self.complete = False  # all of them, or only the first ones
 
 
+# A read of usages: the providers and classes named (None: any), and the
+# amounts it gave, by (provider id, class id).
+_UsageRead = tuple[list[int] | None, list[int] | None, dict[tuple[int, int], int]]
+
+
+def _read_key(read: tuple[list[int] | None, list[int] | None]) -> tuple:
+    return tuple(None if ids is None else tuple(ids) for ids in read)
+
+
+class _Answer(Key["_KeptAnswer"]):
+    """The whole answer to requests of one kind."""
+    # shape (SnapshotWorld.shape), limit, max_candidates, breadth_first,
+    # summarize_all_classes
+    __slots__ = ()
+
+
+class _KeptAnswer:
+    """An answer, and what it was made from besides the request: the
+    snapshot (by its serial) and the usages the search and the summaries
+    read, in order. The search being a function of those, the answer holds
+    while every read gives again what it gave."""
+
+    __slots__ = ("serial", "reads", "candidates")
+
+    def __init__(self, serial: int, reads: list[_UsageRead], candidates: Candidates):
+        self.serial = serial
+        self.reads = reads
+        self.candidates = candidates
+
+
 # What the kept store's entries cost, in bytes, as measured
 # (tests/functional/test_kept_memory.py): an entry with its key and its
 # members' tuple; a usage it was made with; a result with its allocation
@@ -306,6 +352,7 @@ _ENTRY_BYTES = 600
 _USAGE_BYTES = 100
 _RESULT_BYTES = 1400
 _AMOUNT_BYTES = 400
+_LISTED_BYTES = 400
 
 
 def kept_bytes(usages: int, results: Iterable[Result] = ()) -> int:
@@ -313,6 +360,15 @@ def kept_bytes(usages: int, results: Iterable[Result] = ()) -> int:
     ``usages`` usages, keeping ``results``."""
     return (_ENTRY_BYTES + _USAGE_BYTES * usages
             + sum(_RESULT_BYTES + _AMOUNT_BYTES * len(result.allocations) for result in results))
+
+
+def _answer_bytes(reads: list[_UsageRead], candidates: Candidates) -> int:
+    """About what a kept answer holds besides what the results at its
+    roots hold (its requests and summaries are theirs): its reads, its
+    lists and the JSON of the whole answer (``rendered``)."""
+    return (_ENTRY_BYTES + _USAGE_BYTES * sum(len(used) for _, _, used in reads)
+            + _LISTED_BYTES * (len(candidates.allocation_requests)
+                               + len(candidates.provider_summaries)))
 
 
 def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
@@ -377,6 +433,9 @@ class SnapshotWorld(World):
                       self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
         self._members_key = _Members(None if self._whole_trees
                                      else frozenset(self._class_names))
+        # every usage read so far, in order; those made by reads_again
+        self.reads: list[_UsageRead] = []
+        self._read_before: dict[tuple, dict[tuple[int, int], int]] = {}
         # (provider id, class id) -> used, of the providers loaded so far
         self._used: dict[tuple[int, int], int] = {}
         self._using: set[int] = set()  # the providers of those
@@ -426,9 +485,33 @@ class SnapshotWorld(World):
         # all at once is cheaper than naming the providers of every tree
         self._read_usages(None if every else new)
 
+    def _read(self, provider_ids: list[int] | None, class_ids: list[int] | None
+              ) -> dict[tuple[int, int], int]:
+        """``_usages`` of this request's transaction, each read recorded
+        (``reads``); a read ``reads_again`` already made is not made twice."""
+        read = (provider_ids, class_ids)
+        used = self._read_before.pop(_read_key(read), None)
+        if used is None:
+            used = _usages(self._connection, provider_ids, class_ids)
+        self.reads.append((*read, used))
+        return used
+
+    def reads_again(self, reads: list[_UsageRead]) -> bool:
+        """Make ``reads`` (another request's, in their order) again: do
+        they give what they gave then? The search asks for its first reads
+        in that order whatever the usages, so that what was read here
+        before a read differed serves the search (``_read``)."""
+        for provider_ids, class_ids, used in reads:
+            now = _usages(self._connection, provider_ids, class_ids)
+            if now != used:
+                self._read_before[_read_key((provider_ids, class_ids))] = now
+                return False
+            self._read_before[_read_key((provider_ids, class_ids))] = now
+        return True
+
     def _read_usages(self, provider_ids: list[int] | None) -> None:
         """Read the usages of ``provider_ids`` (None: of every provider)."""
-        used = _usages(self._connection, provider_ids, sorted(self._class_names))
+        used = self._read(provider_ids, sorted(self._class_names))
         self._used.update(used)
         self._using.update(provider_id for provider_id, _ in used)
         self._every_usage_read = self._every_usage_read or provider_ids is None
@@ -445,7 +528,7 @@ class SnapshotWorld(World):
         if not unread:  # the usual request: the caller only reads it
             return self._used
         # a copy: the search's own holds the requested classes only
-        return {**self._used, **_usages(self._connection, unread, None)}
+        return {**self._used, **self._read(unread, None)}
 
     def every_usage(self) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of the requested classes

@@ -26,6 +26,7 @@ database; a full reload starts a new one.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import sys
 import threading
@@ -222,6 +223,9 @@ class Snapshot:
     places: int
     # what requests keep for later ones (shared by every snapshot of the cache)
     kept: KeptStore
+    # this snapshot's own number, never given to another: what a request
+    # keeps from a snapshot's whole contents names it
+    serial: int
     # what requests derive from the indexes above (made at most once per
     # snapshot, dropped when the indexes change)
     memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
@@ -334,11 +338,13 @@ class Snapshot:
                for provider_id, provider in loaded.items()) and not any(
                 provider_id in self.providers for provider_id in gone):
             # the usual change (an inventory total): every index holds
-            return dataclasses.replace(self, providers=providers, memo=self.memo)
+            return dataclasses.replace(self, providers=providers, serial=next(_serials),
+                                       memo=self.memo)
         return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 
-EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0, KeptStore(0))
+_serials = itertools.count(1)
+EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0, KeptStore(0), 0)
 
 
 class _Reindexing:
@@ -367,7 +373,7 @@ class _Reindexing:
                    .union(provider.id for provider in self.after if provider.sharing))
         return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
                         holder_roots, self._aggregate_members(), sharing, self.old.places + 1,
-                        self.old.kept)
+                        self.old.kept, next(_serials))
 
     def _trees(self) -> tuple[dict, dict, dict]:
         old = self.old

@@ -223,18 +223,25 @@ def _check_trait_conflicts(groups: list[RequestGroup]) -> None:
 
 # Response ----------------------------------------------------------------
 
-def _body(candidates: Candidates, version: Version) -> dict:
+def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
+    """The JSON of the answer at ``version``, made once per body format (a
+    kept answer serves several requests)."""
     request_format = (version >= microversion.DICT_ALLOCATIONS,
                       version >= microversion.MAPPINGS)
     summary_format = (version >= microversion.CANDIDATE_SUMMARY_TRAITS,
                       version >= microversion.NESTED_CANDIDATES)
-    request_key, summary_key = _RenderedAs(request_format), _RenderedAs(summary_format)
-    return {
-        "allocation_requests": [_rendered(item, request_key, _allocation_request)
-                                for item in candidates.allocation_requests],
-        "provider_summaries": {summary.uuid: _rendered(summary, summary_key, _provider_summary)
-                               for summary in candidates.provider_summaries},
-    }
+    body_key = _RenderedAs((request_format, summary_format))
+    body = candidates.rendered.get(body_key)
+    if body is None:
+        request_key, summary_key = _RenderedAs(request_format), _RenderedAs(summary_format)
+        body = candidates.rendered.put(body_key, wsgi_util.json_fragment({
+            "allocation_requests": [_rendered(item, request_key, _allocation_request)
+                                    for item in candidates.allocation_requests],
+            "provider_summaries": {
+                summary.uuid: _rendered(summary, summary_key, _provider_summary)
+                for summary in candidates.provider_summaries},
+        }))
+    return body
 
 
 def _rendered(item: AllocationRequest | ProviderSummary, key: _RenderedAs,
@@ -248,8 +255,9 @@ def _rendered(item: AllocationRequest | ProviderSummary, key: _RenderedAs,
 
 
 class _RenderedAs(Key[wsgi_util.JSONFragment]):
-    """An item's JSON in one body format: (as a dict, with mappings)."""
-    # body_format: tuple[bool, bool] (key[1])
+    """JSON in one body format: an allocation request's (as a dict, with
+    mappings), a summary's (with traits, nested), a whole answer's (both)."""
+    # body_format: tuple[bool, bool], or a pair of them (key[1])
     __slots__ = ()
 
 

@@ -201,6 +201,22 @@ def test_provider_copy_reloads_and_refreshes(app):
     assert changes(loaded, kind="incremental") == 1
 
 
+def test_kept_answers_given_stale_or_none(app):
+    """The second of two same requests is given the first's answer; a
+    claim on a provider of it makes the kept answer stale."""
+    api = ProviderApi(in_process(app))
+    providers = [api.provider(f"cn{index}", VCPU=4) for index in range(2)]
+    kept = "placement_allocation_candidates_kept_answers_total"
+    with Changes(app) as changes:
+        first = api.candidates("resources=VCPU:1")
+        assert api.candidates("resources=VCPU:1") == first
+        api.claim(str(uuid.uuid4()), providers[0], VCPU=4)
+        assert len(api.candidates("resources=VCPU:1")["allocation_requests"]) == 1
+    assert changes(kept, outcome="none") == 1
+    assert changes(kept, outcome="given") == 1
+    assert changes(kept, outcome="stale") == 1
+
+
 def test_database_errors_by_kind(app, database):
     with Changes(app) as changes:
         with pytest.raises(db_exc.DBDuplicateEntry):

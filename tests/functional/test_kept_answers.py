@@ -1,0 +1,129 @@
+"""A candidates answer is kept whole for the next request of the same kind
+and given again while the snapshot and every usage its search read are the
+same. Proof that it is never stale: a process keeping answers and one
+keeping nothing (its own engine, ``allocation_candidates_cache_mb = 0``)
+answer every query alike through a run of changes of every kind."""
+
+from __future__ import annotations
+
+import random
+import uuid as uuid_lib
+
+import pytest
+import webob
+from prometheus_client import parser
+
+from placement import deploy
+from placement.db import api as db_api
+from tests.fixtures.base import build_app, make_conf
+from tests.fixtures.provider_api import MICROVERSION, PROJECT, ProviderApi, in_process
+
+AGGREGATE = "00000000-0000-4000-8000-000000000002"
+QUERIES = [
+    "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:10&limit=3",
+    "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:10",
+    "resources=VCPU:1&required=CUSTOM_FAST&limit=2",
+    "resources=VCPU:1&required=!CUSTOM_FAST",
+    f"resources=VCPU:1,DISK_GB:10&member_of={AGGREGATE}",
+    "resources1=VCPU:1&resources2=VCPU:1&resources=DISK_GB:5&group_policy=isolate&limit=4",
+]
+
+
+@pytest.fixture
+def apps(database):
+    """The application keeping answers, and one on an engine of its own
+    (so a provider copy and kept store of its own) keeping nothing."""
+    unkept_db = db_api.Database(db_api.create_engine(database.url))
+    yield build_app(database, {("metrics", "enabled"): True}), deploy.build_app(
+        make_conf(database, {("placement", "allocation_candidates_cache_mb"): 0}),
+        db=unkept_db)
+    unkept_db.dispose()
+
+
+def _kept_answers(app) -> dict[str, float]:
+    """The process's kept answers so far, by outcome (placement.metrics)."""
+    response = webob.Request.blank("/metrics").get_response(app)
+    assert response.status_int == 200
+    return {sample.labels["outcome"]: sample.value
+            for family in parser.text_string_to_metric_families(response.text)
+            for sample in family.samples
+            if sample.name == "placement_allocation_candidates_kept_answers_total"}
+
+
+def _cloud(client: ProviderApi) -> dict[str, list[str]]:
+    """Flat computes, nested ones and a sharing disk, some in an aggregate."""
+    flat = [client.provider(f"cn{index}", VCPU=8, MEMORY_MB=8192, DISK_GB=100)
+            for index in range(6)]
+    nested_roots, numa = [], []
+    for index in range(3):
+        root = client.provider(f"nested{index}", DISK_GB=100)
+        nested_roots.append(root)
+        numa += [client.provider(f"nested{index}-numa{node}", root, VCPU=4, MEMORY_MB=4096)
+                 for node in (0, 1)]
+    disk = client.provider("shared-disk", DISK_GB=1000)
+    client.traits(disk, "MISC_SHARES_VIA_AGGREGATE")
+    for provider_uuid in (disk, flat[0], flat[1], nested_roots[0]):
+        client.call("PUT", f"/resource_providers/{provider_uuid}/aggregates", {
+            "aggregates": [AGGREGATE],
+            "resource_provider_generation": client.generation(provider_uuid)})
+    client.call("PUT", "/traits/CUSTOM_FAST")
+    return {"flat": flat, "vcpu": flat + numa, "disk": [*flat, *nested_roots, disk]}
+
+
+def _change(client: ProviderApi, cloud: dict[str, list[str]], claims: list[str],
+            rng: random.Random) -> str:
+    """One change of a kind a cloud sees: a claim, a delete, an inventory
+    or trait change. Returns what it did, for the failure message."""
+    kind = rng.choice(["claim", "claim", "delete", "inventory", "traits"])
+    if kind == "claim":
+        consumer = str(uuid_lib.uuid4())
+        provider = rng.choice(cloud["vcpu"])
+        status, _ = client.send("PUT", f"/allocations/{consumer}", {
+            "allocations": {provider: {"resources": {"VCPU": rng.randint(1, 3)}}},
+            "consumer_generation": None, "consumer_type": "INSTANCE", **PROJECT}, MICROVERSION)
+        assert status in (204, 409), status  # 409: the provider is full
+        if status == 204:
+            claims.append(consumer)
+        return f"claim {consumer} on {provider}: {status}"
+    if kind == "delete" and claims:
+        consumer = claims.pop(rng.randrange(len(claims)))
+        client.call("DELETE", f"/allocations/{consumer}")
+        return f"delete {consumer}"
+    if kind == "inventory":
+        provider = rng.choice(cloud["flat"])
+        # a total below what is used is refused: claims leave at most 3 x 8
+        client.inventories(provider, VCPU=rng.randint(24, 32), MEMORY_MB=8192,
+                           DISK_GB=rng.choice([5, 100]))
+        return f"inventory of {provider}"
+    provider = rng.choice(cloud["vcpu"])
+    client.traits(provider, *rng.choice([[], ["CUSTOM_FAST"]]))
+    return f"traits of {provider}"
+
+
+def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
+    kept, unkept = (ProviderApi(in_process(app)) for app in apps)
+    cloud = _cloud(kept)
+    rng = random.Random(7)
+    claims: list[str] = []
+    done = ["nothing yet"]
+    before = _kept_answers(apps[0])
+    for step in range(60):
+        for query in rng.sample(QUERIES, 3):
+            # asked twice: the second answer is the kept one when nothing moved
+            for _ in range(2):
+                assert kept.candidates(query) == unkept.candidates(query), (
+                    step, query, done[-1])
+        done.append(_change(kept, cloud, claims, rng))
+    given, stale = (_kept_answers(apps[0])[outcome] - before.get(outcome, 0)
+                    for outcome in ("given", "stale"))
+    assert given >= 60 and stale >= 10, (given, stale)  # both ways were taken
+
+
+def test_a_kept_answer_is_not_given_for_another_microversion_or_limit(apps):
+    kept, unkept = (ProviderApi(in_process(app)) for app in apps)
+    _cloud(kept)
+    for query in ("resources=VCPU:1&limit=2", "resources=VCPU:1&limit=5",
+                  "resources=VCPU:1"):
+        for version in ("placement 1.16", "placement 1.28", "placement 1.39"):
+            assert kept.candidates(query, version) == unkept.candidates(query, version), (
+                query, version)
