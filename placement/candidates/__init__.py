@@ -17,6 +17,9 @@ Its parts:
   request's usages, read batch by batch as the search goes), the kept
   results at each anchor reused while its members and their usages are the
   same, then the provider summaries and allocation requests of the answer.
+  A whole answer is kept too, for the next request of the same kind: given
+  again while the snapshot (by its serial) is the same and every usage
+  read the search and the summaries made gives again what it gave.
 - ``checks``: what a provider must pass to serve a request group (has the
   class, the amount fits, traits, aggregates, in_tree), each rule written
   once as a named check: the search keeps the providers passing them all,
@@ -44,8 +47,8 @@ from a snapshot's indexes (``Snapshot.memo``) lives and dies with them, and
 what is derived from a provider record (``CachedProvider.memo``: search
 records, summaries, a root's members) with that record, which a change of
 the provider replaces. Usages are never kept by the snapshot:
-they are read per request, and a kept result holds only while the usages
-it was found with are still the database's.
+they are read per request, and a kept result or answer holds only while
+the usages it was found with are still the database's.
 
 Imports run one way: this package uses ``placement.objects`` (inventory,
 resource_class, trait) and ``placement.db``; nothing in

@@ -14,10 +14,10 @@ changes, never edited in place):
 * ``CachedProvider.memo``: what requests derive from one provider record
   (its search record, its tree's members, its summary). A changed
   provider is a new record with a new memo.
-* ``Snapshot.kept`` (``snapshot.KeptStore``, one per database): results
-  and funnels kept across snapshots, bounded by the sum of their sizes;
-  each entry holds the records and usages it was made from, for the
-  reader to compare with its own.
+* ``Snapshot.kept`` (``snapshot.KeptStore``, one per database): results,
+  funnels and whole answers kept across snapshots, bounded by the sum of
+  their sizes; each entry holds the records (or the snapshot serial) and
+  usages it was made from, for the reader to compare with its own.
 * ``search.Result.memo`` and the ``rendered`` memo of allocation requests
   and provider summaries: what callers make of a value that never changes.
 
