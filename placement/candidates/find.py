@@ -319,8 +319,8 @@ class _KeptResults(_KeptAt):
 _UsageRead = tuple[list[int] | None, list[int] | None, dict[tuple[int, int], int]]
 
 
-def _read_key(read: tuple[list[int] | None, list[int] | None]) -> tuple:
-    return tuple(None if ids is None else tuple(ids) for ids in read)
+def _read_key(provider_ids: list[int] | None, class_ids: list[int] | None) -> tuple:
+    return tuple(None if ids is None else tuple(ids) for ids in (provider_ids, class_ids))
 
 
 class _Answer(Key["_KeptAnswer"]):
@@ -489,11 +489,11 @@ class SnapshotWorld(World):
               ) -> dict[tuple[int, int], int]:
         """``_usages`` of this request's transaction, each read recorded
         (``reads``); a read ``reads_again`` already made is not made twice."""
-        read = (provider_ids, class_ids)
-        used = self._read_before.pop(_read_key(read), None)
+        used = (self._read_before.pop(_read_key(provider_ids, class_ids), None)
+                if self._read_before else None)
         if used is None:
             used = _usages(self._connection, provider_ids, class_ids)
-        self.reads.append((*read, used))
+        self.reads.append((provider_ids, class_ids, used))
         return used
 
     def reads_again(self, reads: list[_UsageRead]) -> bool:
@@ -502,11 +502,10 @@ class SnapshotWorld(World):
         in that order whatever the usages, so that what was read here
         before a read differed serves the search (``_read``)."""
         for provider_ids, class_ids, used in reads:
-            now = _usages(self._connection, provider_ids, class_ids)
+            now = self._read_before[_read_key(provider_ids, class_ids)] = _usages(
+                self._connection, provider_ids, class_ids)
             if now != used:
-                self._read_before[_read_key((provider_ids, class_ids))] = now
                 return False
-            self._read_before[_read_key((provider_ids, class_ids))] = now
         return True
 
     def _read_usages(self, provider_ids: list[int] | None) -> None:

@@ -10,12 +10,11 @@ import random
 import uuid as uuid_lib
 
 import pytest
-import webob
-from prometheus_client import parser
 
 from placement import deploy
 from placement.db import api as db_api
 from tests.fixtures.base import build_app, make_conf
+from tests.fixtures.metrics import Changes
 from tests.fixtures.provider_api import MICROVERSION, PROJECT, ProviderApi, in_process
 
 AGGREGATE = "00000000-0000-4000-8000-000000000002"
@@ -38,16 +37,6 @@ def apps(database):
         make_conf(database, {("placement", "allocation_candidates_cache_mb"): 0}),
         db=unkept_db)
     unkept_db.dispose()
-
-
-def _kept_answers(app) -> dict[str, float]:
-    """The process's kept answers so far, by outcome (placement.metrics)."""
-    response = webob.Request.blank("/metrics").get_response(app)
-    assert response.status_int == 200
-    return {sample.labels["outcome"]: sample.value
-            for family in parser.text_string_to_metric_families(response.text)
-            for sample in family.samples
-            if sample.name == "placement_allocation_candidates_kept_answers_total"}
 
 
 def _cloud(client: ProviderApi) -> dict[str, list[str]]:
@@ -106,16 +95,16 @@ def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
     rng = random.Random(7)
     claims: list[str] = []
     done = ["nothing yet"]
-    before = _kept_answers(apps[0])
-    for step in range(60):
-        for query in rng.sample(QUERIES, 3):
-            # asked twice: the second answer is the kept one when nothing moved
-            for _ in range(2):
-                assert kept.candidates(query) == unkept.candidates(query), (
-                    step, query, done[-1])
-        done.append(_change(kept, cloud, claims, rng))
-    given, stale = (_kept_answers(apps[0])[outcome] - before.get(outcome, 0)
-                    for outcome in ("given", "stale"))
+    with Changes(apps[0]) as changes:
+        for step in range(60):
+            for query in rng.sample(QUERIES, 3):
+                # asked twice: the second answer is the kept one when nothing moved
+                for _ in range(2):
+                    assert kept.candidates(query) == unkept.candidates(query), (
+                        step, query, done[-1])
+            done.append(_change(kept, cloud, claims, rng))
+    given, stale = (changes("placement_allocation_candidates_kept_answers_total",
+                            outcome=outcome) for outcome in ("given", "stale"))
     assert given >= 60 and stale >= 10, (given, stale)  # both ways were taken
 
 

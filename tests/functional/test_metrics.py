@@ -20,37 +20,17 @@ import pytest
 import sqlalchemy as sa
 import webob
 from oslo_db import exception as db_exc
-from prometheus_client import parser
 
 from placement.db import api as db_api
 from placement.db import migration, tables
 from placement.objects import allocation as allocation_obj
 from tests.fixtures import ops
 from tests.fixtures.base import build_app
+from tests.fixtures.metrics import Changes, parse, value
 from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process
 
 ENABLED = {("metrics", "enabled"): True}
 VERSION = "placement 1.39"
-
-Samples = dict[tuple[str, frozenset], float]
-
-
-def parse(text: str) -> Samples:
-    """(sample name, labels) -> value of a text exposition."""
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in parser.text_string_to_metric_families(text)
-            for sample in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def scrape(app) -> Samples:
-    response = webob.Request.blank("/metrics").get_response(app)
-    assert response.status_int == 200, response.text
-    return parse(response.text)
-
 
 def send(app, method: str, path: str, body: object = None, token: str | None = "admin"
          ) -> webob.Response:
@@ -62,23 +42,6 @@ def send(app, method: str, path: str, body: object = None, token: str | None = "
         request.body = json.dumps(body).encode()
         request.content_type = "application/json"
     return request.get_response(app)
-
-
-class Changes:
-    """The difference a block of a test made to the metrics of ``app``."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    def __enter__(self) -> Changes:
-        self.before = scrape(self.app)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.after = scrape(self.app)
-
-    def __call__(self, name: str, **labels: str) -> float:
-        return value(self.after, name, **labels) - value(self.before, name, **labels)
 
 
 @pytest.fixture
