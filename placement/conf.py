@@ -118,7 +118,9 @@ placement_opts = [
         "candidates found at each provider tree, with their JSON, for later "
         "requests of the same shape (the least recently used go first; 0 keeps "
         "nothing). Kept candidates are reused only while their providers and "
-        "usages are unchanged. About 2.5 kB per candidate.",
+        "usages are unchanged. About 2.5 kB per candidate. Lists of providers "
+        "asked with ``resources`` are kept there too (about 2 kB per provider "
+        "listed).",
     ),
 ]
 

@@ -60,10 +60,18 @@ class _Instruments:
         self.database_errors = Counter(
             "placement_db_errors", "Errors of the database or its driver, by kind (the "
             "oslo.db exception they became, or the driver's).", ["kind"])
-        self.kept_answers = Counter(
-            "placement_allocation_candidates_kept_answers", "Candidates requests by what "
-            "was kept of an earlier answer of the same kind: given again, stale, or none.",
-            ["outcome"])
+        # by the requests answered: the candidates, or provider lists
+        # asking for capacity (placement.candidates.lists)
+        self.kept_answers = {
+            "allocation_candidates": Counter(
+                "placement_allocation_candidates_kept_answers", "Candidates requests by "
+                "what was kept of an earlier answer of the same kind: given again, stale, "
+                "or none.", ["outcome"]),
+            "resource_providers": Counter(
+                "placement_provider_lists_kept_answers", "Provider lists with "
+                "resources by what was kept of an earlier answer to the same list: given "
+                "again, stale, or none.", ["outcome"]),
+        }
         self.provider_cache_refreshes = Counter(
             "placement_provider_cache_refreshes", "Refreshes of the per-process provider "
             "copy: full reloads and incremental refreshes.", ["kind"])
@@ -150,13 +158,14 @@ def observe_allocation_candidates(count: int) -> None:
         instruments.candidates.observe(count)
 
 
-def count_kept_answer(outcome: str) -> None:
-    """``outcome``: ``given`` (an answer kept from an earlier request was
-    given again), ``stale`` (one was kept, but usages or providers moved
-    since) or ``none``."""
+def count_kept_answer(answers: str, outcome: str) -> None:
+    """``answers``: ``allocation_candidates`` or ``resource_providers``
+    (lists asking for capacity); ``outcome``: ``given`` (an answer kept
+    from an earlier request was given again), ``stale`` (one was kept, but
+    usages or providers moved since) or ``none``."""
     instruments = _instruments
     if instruments is not None:
-        instruments.kept_answers.labels(outcome).inc()
+        instruments.kept_answers[answers].labels(outcome).inc()
 
 
 def count_retry(reason: str) -> None:

@@ -27,6 +27,11 @@ Its parts:
 - ``explain``: the funnel of each group's checks and of the tree
   steps, counted on the same snapshot and usages as the search, and why
   each named provider is ruled out.
+- ``lists``: provider lists asking for capacity (``GET /resource_providers``
+  with ``resources``), made by ``placement.objects.resource_provider`` and
+  kept whole in the same store, given again while the change counters, the
+  usages of the requested classes and every provider's generation and
+  update time are what they were.
 - ``filters``: the trait and aggregate filters a request group carries.
 - ``memo``: what is kept, by scope (a snapshot, a provider record, a
   result, the kept store of a database), each entry under a named key

@@ -32,20 +32,15 @@ from placement.candidates.search import (
 from placement.candidates.snapshot import (
     CachedProvider,
     Snapshot,
-    chunks,
-    plain_rows,
     random_order,
+    usages,
 )
 from placement.candidates.snapshot import snapshot as current_snapshot
-from placement.db import api as db_api
-from placement.db import tables
 from placement.objects import resource_class, trait
 from placement.objects.inventory import InventoryUsage
 
 __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
            "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
-
-_inv = tables.inventories
 
 
 # Allocation requests and provider summaries are never changed once made:
@@ -131,9 +126,9 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
         summarize_all_classes)
     kept = None if key is None else snapshot.kept.get(key)
     if kept is not None and kept.serial == snapshot.serial and world.reads_again(kept.reads):
-        metrics.count_kept_answer("given")
+        metrics.count_kept_answer("allocation_candidates", "given")
         return kept.candidates
-    metrics.count_kept_answer("none" if kept is None else "stale")
+    metrics.count_kept_answer("allocation_candidates", "none" if kept is None else "stale")
     results = search(world, groups, options)
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
@@ -169,35 +164,6 @@ def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
 
 
 # Loading -----------------------------------------------------------------
-
-def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
-    """The usages of the inventories in use, for lists of ``provider_ids``
-    and ``class_ids`` of these sizes (0: any provider, any class)."""
-    conditions = [_inv.c.used != 0]
-    if provider_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_provider_id, "provider_ids",
-                                          provider_ids))
-    if class_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_class_id, "class_ids", class_ids))
-    return sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
-                     _inv.c.used).where(*conditions)
-
-
-_USAGES = db_api.SizedStatement(_usage_statement)
-
-
-def _usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
-            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> amount allocated, for these providers
-    and classes (None: all of them), where any is."""
-    used = {}
-    for chunk in [None] if provider_ids is None else chunks(provider_ids):
-        lists = {"provider_ids": chunk, "class_ids": class_ids}
-        rows = plain_rows(connection, *_USAGES(**{
-            name: values for name, values in lists.items() if values is not None}))
-        used.update({(provider_id, class_id): amount for provider_id, class_id, amount in rows})
-    return used
-
 
 def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
     # the snapshot's records are shared between requests: never changed in place
@@ -487,12 +453,12 @@ class SnapshotWorld(World):
 
     def _read(self, provider_ids: list[int] | None, class_ids: list[int] | None
               ) -> dict[tuple[int, int], int]:
-        """``_usages`` of this request's transaction, each read recorded
+        """``usages`` of this request's transaction, each read recorded
         (``reads``); a read ``reads_again`` already made is not made twice."""
         used = (self._read_before.pop(_read_key(provider_ids, class_ids), None)
                 if self._read_before else None)
         if used is None:
-            used = _usages(self._connection, provider_ids, class_ids)
+            used = usages(self._connection, provider_ids, class_ids)
         self.reads.append((provider_ids, class_ids, used))
         return used
 
@@ -502,7 +468,7 @@ class SnapshotWorld(World):
         in that order whatever the usages, so that what was read here
         before a read differed serves the search (``_read``)."""
         for provider_ids, class_ids, used in reads:
-            now = self._read_before[_read_key(provider_ids, class_ids)] = _usages(
+            now = self._read_before[_read_key(provider_ids, class_ids)] = usages(
                 self._connection, provider_ids, class_ids)
             if now != used:
                 return False

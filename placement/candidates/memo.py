@@ -15,9 +15,10 @@ changes, never edited in place):
   (its search record, its tree's members, its summary). A changed
   provider is a new record with a new memo.
 * ``Snapshot.kept`` (``snapshot.KeptStore``, one per database): results,
-  funnels and whole answers kept across snapshots, bounded by the sum of
-  their sizes; each entry holds the records (or the snapshot serial) and
-  usages it was made from, for the reader to compare with its own.
+  funnels, whole answers and provider lists kept across snapshots, bounded
+  by the sum of their sizes; each entry holds the records (or the snapshot
+  serial, or the change counters) and usages it was made from, for the
+  reader to compare with its own.
 * ``search.Result.memo`` and the ``rendered`` memo of allocation requests
   and provider summaries: what callers make of a value that never changes.
 

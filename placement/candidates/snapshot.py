@@ -39,6 +39,7 @@ import sqlalchemy as sa
 
 from placement import metrics
 from placement.candidates.memo import Key, Memo, V
+from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
 
@@ -77,6 +78,35 @@ def plain_rows(connection: sa.engine.Connection, statement: sa.Select,
         return result.cursor.fetchall()
     finally:
         result.close()
+
+
+def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
+    """The usages of the inventories in use, for lists of ``provider_ids``
+    and ``class_ids`` of these sizes (0: any provider, any class)."""
+    conditions = [_inv.c.used != 0]
+    if provider_ids:
+        conditions.append(db_api.bound_in(_inv.c.resource_provider_id, "provider_ids",
+                                          provider_ids))
+    if class_ids:
+        conditions.append(db_api.bound_in(_inv.c.resource_class_id, "class_ids", class_ids))
+    return sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
+                     _inv.c.used).where(*conditions)
+
+
+_USAGES = db_api.SizedStatement(_usage_statement)
+
+
+def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
+            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
+    """(provider id, class id) -> amount allocated, for these providers
+    and classes (None: all of them), where any is."""
+    used = {}
+    for chunk in [None] if provider_ids is None else chunks(provider_ids):
+        lists = {"provider_ids": chunk, "class_ids": class_ids}
+        rows = plain_rows(connection, *_USAGES(**{
+            name: values for name, values in lists.items() if values is not None}))
+        used.update({(provider_id, class_id): amount for provider_id, class_id, amount in rows})
+    return used
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

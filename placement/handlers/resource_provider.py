@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+from typing import NamedTuple
 
 import webob
 from oslo_utils import uuidutils
 
 from placement import errors, exceptions, microversion, query, wsgi_util
-from placement.candidates.memo import Memo
+from placement.candidates import lists as provider_lists
+from placement.candidates.memo import Key, Memo
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import resource_class as rc_obj
@@ -34,6 +37,23 @@ _LINKS = (
 _RENDERED = Memo(20000)
 
 
+class _Form(NamedTuple):
+    """What providers' JSON looks like in answers to a request: the URL
+    prefix of their links, how many links the version shows, whether it
+    shows their tree."""
+    prefix: str
+    shown: int
+    with_tree: bool
+
+
+def _form(request: webob.Request) -> _Form:
+    version = microversion.version_of(request)
+    return _Form(wsgi_util.url(request, "/resource_providers/"),
+                 next((count for count, (since, _, _) in enumerate(_LINKS) if version < since),
+                      len(_LINKS)),
+                 version >= microversion.PROVIDER_TREES)
+
+
 def _representations(request: webob.Request, providers: list[rp_obj.ResourceProvider]
                      ) -> list[wsgi_util.JSONFragment]:
     """What the providers look like in answers to ``request``, as JSON. What
@@ -41,12 +61,8 @@ def _representations(request: webob.Request, providers: list[rp_obj.ResourceProv
     per form for as long as what it shows stays the same: its key holds the
     form and every provider field the JSON is made of, so a renamed, moved
     or regenerated provider is rendered anew, whoever changed it."""
-    version = microversion.version_of(request)
-    prefix = wsgi_util.url(request, "/resource_providers/")
-    shown = next((count for count, (since, _, _) in enumerate(_LINKS) if version < since),
-                 len(_LINKS))
+    prefix, shown, with_tree = _form(request)
     links = _LINKS[:shown]
-    with_tree = version >= microversion.PROVIDER_TREES
 
     def render(provider: rp_obj.ResourceProvider) -> wsgi_util.JSONFragment:
         base = prefix + provider.uuid
@@ -191,7 +207,27 @@ def list_resource_providers(request: webob.Request) -> webob.Response:
     filters, resources, traits = _parse_filters(request)
     with context.db.reader() as conn:
         filters = _resolve_names(conn, filters, resources, traits)
-        providers = rp_obj.list_providers(conn, filters)
-    body = {"resource_providers": _representations(request, providers)}
+        listed = provider_lists.list_providers(conn, filters)
+    body, last_modified = _list_answer(request, listed)
     return wsgi_util.json_response(request, body, cache_headers=True,
-                                   last_modified=_last_modified(providers))
+                                   last_modified=last_modified)
+
+
+class _ListAnswer(Key["tuple[wsgi_util.JSONFragment, datetime.datetime | None]"]):
+    """A provider list's JSON in one form, and its newest time."""
+    # form (_Form)
+    __slots__ = ()
+
+
+def _list_answer(request: webob.Request, listed: provider_lists.ProviderList
+                 ) -> tuple[wsgi_util.JSONFragment, datetime.datetime | None]:
+    """The JSON of the list and when it was last modified, made once per
+    form (a kept list serves several requests)."""
+    key = _ListAnswer(_form(request))
+    answer = listed.rendered.get(key)
+    if answer is None:
+        answer = listed.rendered.put(key, (
+            wsgi_util.json_fragment(
+                {"resource_providers": _representations(request, listed.providers)}),
+            _last_modified(listed.providers)))
+    return answer

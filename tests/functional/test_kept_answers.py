@@ -1,6 +1,8 @@
 """A candidates answer is kept whole for the next request of the same kind
 and given again while the snapshot and every usage its search read are the
-same. Proof that it is never stale: a process keeping answers and one
+same; so is a provider list asking for capacity, while the provider change
+counters, the usages of its classes and the providers' generations are.
+Proof that neither is ever stale: a process keeping answers and one
 keeping nothing (its own engine, ``allocation_candidates_cache_mb = 0``)
 answer every query alike through a run of changes of every kind."""
 
@@ -25,6 +27,12 @@ QUERIES = [
     "resources=VCPU:1&required=!CUSTOM_FAST",
     f"resources=VCPU:1,DISK_GB:10&member_of={AGGREGATE}",
     "resources1=VCPU:1&resources2=VCPU:1&resources=DISK_GB:5&group_policy=isolate&limit=4",
+]
+
+LIST_QUERIES = [
+    "resources=VCPU:2,MEMORY_MB:1024",
+    "resources=VCPU:1,DISK_GB:10&required=!CUSTOM_FAST",
+    f"resources=DISK_GB:5&member_of={AGGREGATE}",
 ]
 
 
@@ -61,9 +69,11 @@ def _cloud(client: ProviderApi) -> dict[str, list[str]]:
 
 def _change(client: ProviderApi, cloud: dict[str, list[str]], claims: list[str],
             rng: random.Random) -> str:
-    """One change of a kind a cloud sees: a claim, a delete, an inventory
-    or trait change. Returns what it did, for the failure message."""
-    kind = rng.choice(["claim", "claim", "delete", "inventory", "traits"])
+    """One change of a kind a cloud sees: a claim, a delete, a claim of
+    the same amounts again, an inventory or trait change, a rename.
+    Returns what it did, for the failure message."""
+    kind = rng.choice(["claim", "claim", "delete", "claim again", "inventory", "traits",
+                       "rename"])
     if kind == "claim":
         consumer = str(uuid_lib.uuid4())
         provider = rng.choice(cloud["vcpu"])
@@ -78,6 +88,20 @@ def _change(client: ProviderApi, cloud: dict[str, list[str]], claims: list[str],
         consumer = claims.pop(rng.randrange(len(claims)))
         client.call("DELETE", f"/allocations/{consumer}")
         return f"delete {consumer}"
+    if kind == "claim again" and claims:
+        # the same amounts: the providers' generations move, their usages do not
+        consumer = rng.choice(claims)
+        held = client.call("GET", f"/allocations/{consumer}")
+        client.call("PUT", f"/allocations/{consumer}", {
+            "allocations": {provider: {"resources": entry["resources"]}
+                            for provider, entry in held["allocations"].items()},
+            "consumer_generation": held["consumer_generation"], "consumer_type": "INSTANCE",
+            **PROJECT})
+        return f"claim {consumer} again"
+    if kind == "rename":
+        provider = rng.choice(cloud["vcpu"])
+        client.call("PUT", f"/resource_providers/{provider}", {"name": uuid_lib.uuid4().hex})
+        return f"rename {provider}"
     if kind == "inventory":
         provider = rng.choice(cloud["flat"])
         # a total below what is used is refused: claims leave at most 3 x 8
@@ -106,6 +130,39 @@ def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
     given, stale = (changes("placement_allocation_candidates_kept_answers_total",
                             outcome=outcome) for outcome in ("given", "stale"))
     assert given >= 60 and stale >= 10, (given, stale)  # both ways were taken
+
+
+def test_kept_provider_lists_are_the_lists_of_a_process_keeping_nothing(apps):
+    kept, unkept = (ProviderApi(in_process(app)) for app in apps)
+    cloud = _cloud(kept)
+    rng = random.Random(11)
+    claims: list[str] = []
+    done = ["nothing yet"]
+    with Changes(apps[0]) as changes:
+        for step in range(40):
+            for query in LIST_QUERIES:
+                path = f"/resource_providers?{query}"
+                for _ in range(2):  # the second is the kept list when nothing moved
+                    assert kept.call("GET", path) == unkept.call("GET", path), (
+                        step, query, done[-1])
+            done.append(_change(kept, cloud, claims, rng))
+    given, stale = (changes("placement_provider_lists_kept_answers_total",
+                            outcome=outcome) for outcome in ("given", "stale"))
+    assert given >= 40 * len(LIST_QUERIES) and stale >= 20, (given, stale)
+
+
+def test_a_kept_list_shows_a_provider_a_delete_freed(apps):
+    """A delete moves usages only (no generation, no provider change)."""
+    kept = ProviderApi(in_process(apps[0]))
+    compute = kept.provider("cn", VCPU=4)
+    consumer = str(uuid_lib.uuid4())
+    kept.claim(consumer, compute, VCPU=4)
+    path = "/resource_providers?resources=VCPU:1"
+    for _ in range(2):  # the second is the kept list
+        assert kept.call("GET", path)["resource_providers"] == []
+    kept.call("DELETE", f"/allocations/{consumer}")
+    assert [provider["uuid"] for provider in kept.call("GET", path)["resource_providers"]
+            ] == [compute]
 
 
 def test_a_kept_answer_is_not_given_for_another_microversion_or_limit(apps):

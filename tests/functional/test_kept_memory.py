@@ -1,7 +1,7 @@
-"""What candidate requests keep for later ones (the kept store) is bounded
-in bytes by ``[placement] allocation_candidates_cache_mb``: the sizes the
-store counts must be about what its entries really take, and a full store
-must answer as an empty one does."""
+"""What candidate requests and provider lists keep for later ones (the kept
+store) is bounded in bytes by ``[placement] allocation_candidates_cache_mb``:
+the sizes the store counts must be about what its entries really take, and
+a full store must answer as an empty one does."""
 
 from __future__ import annotations
 
@@ -87,6 +87,25 @@ def test_the_sizes_counted_are_about_the_memory_the_entries_take(cloud):
         tracemalloc.stop()
     counted = store.size - counted_before
     assert counted > 1_000_000  # the queries kept enough to be measured
+    assert 0.6 < traced / counted < 1.5, (traced, counted)
+
+
+def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
+    client = ProviderApi(in_process(build_app(cloud)))
+    client.call("GET", "/resource_providers?resources=VCPU:1")  # the copy, loaded
+    store = _store(cloud)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        traced_before, counted_before = tracemalloc.get_traced_memory()[0], store.size
+        for amount in range(1, 21):  # each list of its own
+            client.call("GET", f"/resource_providers?resources=DISK_GB:{amount}")
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - traced_before
+    finally:
+        tracemalloc.stop()
+    counted = store.size - counted_before
+    assert counted > 1_000_000  # the lists kept enough to be measured
     assert 0.6 < traced / counted < 1.5, (traced, counted)
 
 

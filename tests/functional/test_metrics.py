@@ -180,6 +180,24 @@ def test_kept_answers_given_stale_or_none(app):
     assert changes(kept, outcome="stale") == 1
 
 
+def test_kept_provider_lists_given_stale_or_none(app):
+    """The second of two same lists asking for capacity is given the
+    first's; a claim makes the kept list stale."""
+    api = ProviderApi(in_process(app))
+    providers = [api.provider(f"cn{index}", VCPU=4) for index in range(2)]
+    kept = "placement_provider_lists_kept_answers_total"
+    path = "/resource_providers?resources=VCPU:1"
+    with Changes(app) as changes:
+        first = api.call("GET", path)
+        assert api.call("GET", path) == first
+        api.claim(str(uuid.uuid4()), providers[0], VCPU=4)
+        assert len(api.call("GET", path)["resource_providers"]) == 1
+        api.call("GET", "/resource_providers")  # without resources: never kept
+    assert changes(kept, outcome="none") == 1
+    assert changes(kept, outcome="given") == 1
+    assert changes(kept, outcome="stale") == 1
+
+
 def test_database_errors_by_kind(app, database):
     with Changes(app) as changes:
         with pytest.raises(db_exc.DBDuplicateEntry):

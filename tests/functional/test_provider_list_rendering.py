@@ -1,5 +1,6 @@
 """GET /resource_providers reuses each provider's rendered JSON while what
-it shows stays the same (placement.handlers.resource_provider). After
+it shows stays the same (placement.handlers.resource_provider), and a
+list asking for capacity whole (placement.candidates.lists). After
 every kind of change, through the API or by plain SQL behind the
 service's back, the answers must be byte for byte the ones rendered
 afresh, at every representation the versions and mount points give."""
@@ -12,9 +13,11 @@ import pytest
 import sqlalchemy as sa
 import webob
 
+from placement.candidates import lists
 from placement.candidates.memo import Memo
 from placement.db import tables
 from placement.handlers import resource_provider as rp_handler
+from placement.objects import resource_provider as rp_obj
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
@@ -52,8 +55,13 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(map(int, text.split(".")))
 
 
+def _unkept_list(connection, filters) -> lists.ProviderList:
+    return lists.ProviderList(rp_obj.list_providers(connection, filters))
+
+
 def _answers(app, monkeypatch, fresh: bool = False) -> dict:
-    """Every list answer; rendered afresh when ``fresh``, each with nothing kept."""
+    """Every list answer; made afresh when ``fresh``, each with nothing kept
+    (no list, no provider's JSON)."""
     answers = {}
     for query, since in QUERIES.items():
         for version in VERSIONS:
@@ -63,6 +71,7 @@ def _answers(app, monkeypatch, fresh: bool = False) -> dict:
                 with monkeypatch.context() as patched:
                     if fresh:
                         patched.setattr(rp_handler, "_RENDERED", Memo())
+                        patched.setattr(lists, "list_providers", _unkept_list)
                     answers[query, version, mount] = _answer(
                         app, "/resource_providers" + query, version, mount)
     return answers
