@@ -52,7 +52,7 @@ database_opts = [
         "pool_pre_ping",
         default=True,
         help="Test pooled connections before use so that a restarted database "
-        "server is survived without errors.",
+        "server is survived without errors (not on SQLite, which has no server).",
     ),
     cfg.IntOpt(
         "max_retries",

@@ -100,6 +100,10 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     if in_memory:
         # One connection is the whole database.
         pool_options = {"poolclass": pool.StaticPool}
+    else:
+        # A file has no server to restart or connection to lose: a ping
+        # would be a statement more on every request for nothing.
+        pool_options = {**pool_options, "pool_pre_ping": False}
     engine = sa.create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import webob
 
 from placement import microversion, wsgi_util
@@ -16,10 +18,10 @@ def list_usages(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:usages")
     with context.db.reader() as connection:
-        provider = handler_util.path_provider(
-            connection, request, "No resource provider with uuid {uuid} found: {error}")
-        usages = usage_obj.get_provider_usages(connection, provider)
-    body = {"resource_provider_generation": provider.generation, "usages": usages}
+        generation, usages = handler_util.path_lookup(
+            request, "No resource provider with uuid {uuid} found: {error}",
+            functools.partial(usage_obj.get_provider_usages, connection))
+    body = {"resource_provider_generation": generation, "usages": usages}
     return wsgi_util.json_response(request, body, cache_headers=True)
 
 

@@ -3,6 +3,10 @@ the path, a consumer's entry of an allocations body."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
 import sqlalchemy as sa
 import webob
 
@@ -11,15 +15,23 @@ from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_provider as rp_obj
 
+T = TypeVar("T")
+
 
 def path_provider(connection: sa.engine.Connection, request: webob.Request,
                   not_found: str) -> rp_obj.ResourceProvider:
-    """The provider named by the path's ``uuid``. Routes word its 404 in
-    their own ways (as upstream does): ``not_found`` is the message, a
-    template with ``{uuid}`` and ``{error}`` (the lookup's message)."""
+    """The provider named by the path's ``uuid``; ``not_found`` as in
+    ``path_lookup``."""
+    return path_lookup(request, not_found, functools.partial(rp_obj.get_by_uuid, connection))
+
+
+def path_lookup(request: webob.Request, not_found: str, lookup: Callable[[str], T]) -> T:
+    """``lookup`` of the path's ``uuid``. Routes word its 404 in their own
+    ways (as upstream does): ``not_found`` is the message, a template with
+    ``{uuid}`` and ``{error}`` (the lookup's NotFound message)."""
     uuid = request.urlvars["uuid"]
     try:
-        return rp_obj.get_by_uuid(connection, uuid)
+        return lookup(uuid)
     except exceptions.NotFound as error:
         raise errors.not_found(not_found.format(uuid=uuid, error=error)) from None
 

@@ -165,10 +165,15 @@ def find_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvide
     return None if row is None else ResourceProvider(*row)
 
 
+def missing(uuid: str) -> exceptions.NotFound:
+    """The error of a lookup of provider ``uuid`` that found none."""
+    return exceptions.NotFound(f"No resource provider with uuid {uuid} found")
+
+
 def get_by_uuid(connection: sa.engine.Connection, uuid: str) -> ResourceProvider:
     provider = find_by_uuid(connection, uuid)
     if provider is None:
-        raise exceptions.NotFound(f"No resource provider with uuid {uuid} found")
+        raise missing(uuid)
     return provider
 
 

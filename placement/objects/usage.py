@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects import resource_class
-from placement.objects.resource_provider import ResourceProvider
+from placement.objects import resource_provider as rp_obj
 
 # consumer_type keywords of GET /usages: every consumer in one group, and
 # the group of consumers without a type.
@@ -16,6 +16,7 @@ UNKNOWN = "unknown"
 CONSUMER_COUNT = "consumer_count"
 
 _alloc = tables.allocations
+_rp = tables.resource_providers
 _inv = tables.inventories
 _consumers = tables.consumers
 _projects = tables.projects
@@ -23,22 +24,31 @@ _users = tables.users
 _types = tables.consumer_types
 
 
-# Per inventory of one provider, in class id order: its class and the
-# amount allocated of it. Built once (the usages of a provider are read
-# often).
+# The provider's generation, and per inventory, in class id order, its
+# class and the amount allocated of it (a provider without inventory: one
+# row without class). One statement, built once: the resource trackers
+# read the usages of their providers often.
 _PROVIDER_USAGES = (
-    sa.select(_inv.c.resource_class_id, _inv.c.used)
-    .where(_inv.c.resource_provider_id == sa.bindparam("provider_id"))
+    sa.select(_rp.c.generation, _inv.c.resource_class_id, _inv.c.used)
+    .select_from(_rp)
+    .outerjoin(_inv, _inv.c.resource_provider_id == _rp.c.id)
+    .where(_rp.c.uuid == sa.bindparam("uuid"))
     .order_by(_inv.c.resource_class_id))
 
 
-def get_provider_usages(connection: sa.engine.Connection, provider: ResourceProvider
-                        ) -> dict[str, int]:
-    """{class name: amount allocated} for every class the provider has
-    inventory of (0 when nothing is allocated), in class id order."""
-    rows = connection.execute(_PROVIDER_USAGES, {"provider_id": provider.id}).all()
-    names = resource_class.names_from_ids(connection, [row.resource_class_id for row in rows])
-    return {names[row.resource_class_id]: int(row.used) for row in rows}
+def get_provider_usages(connection: sa.engine.Connection, uuid: str
+                        ) -> tuple[int, dict[str, int]]:
+    """The generation of provider ``uuid`` and {class name: amount
+    allocated} for every class it has inventory of (0 when nothing is
+    allocated), in class id order. NotFound when there is no such provider."""
+    rows = connection.execute(_PROVIDER_USAGES, {"uuid": uuid}).all()
+    if not rows:
+        raise rp_obj.missing(uuid)
+    inventories = [row for row in rows if row.resource_class_id is not None]
+    names = resource_class.names_from_ids(
+        connection, [row.resource_class_id for row in inventories])
+    return rows[0].generation, {names[row.resource_class_id]: int(row.used)
+                                for row in inventories}
 
 
 def _project_allocations(project_id: str, user_id: str | None) -> tuple[sa.FromClause, list]:

@@ -3,6 +3,8 @@ the parts other areas (allocations, reshaper) build on."""
 
 from __future__ import annotations
 
+import uuid as uuid_lib
+
 import pytest
 
 from placement import exceptions
@@ -99,7 +101,10 @@ def test_delete_used_and_unused(db):
 def test_provider_usages(db):
     with db.reader() as connection:
         provider = _provider(connection)
-        assert usage.get_provider_usages(connection, provider) == {"VCPU": 2, "DISK_GB": 0}
+        assert usage.get_provider_usages(connection, provider.uuid) == (
+            provider.generation, {"VCPU": 2, "DISK_GB": 0})
+        with pytest.raises(exceptions.NotFound):
+            usage.get_provider_usages(connection, str(uuid_lib.uuid4()))
 
 
 def test_custom_class_ids_start_at_10000_and_follow_the_highest(db):
