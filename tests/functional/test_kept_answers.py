@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid as uuid_lib
+from collections.abc import Callable
 
 import pytest
 
@@ -113,41 +114,41 @@ def _change(client: ProviderApi, cloud: dict[str, list[str]], claims: list[str],
     return f"traits of {provider}"
 
 
-def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
+def _asked_through_changes(apps, seed: int, steps: int,
+                           queries: Callable[[random.Random], list[str]],
+                           answer: Callable[[ProviderApi, str], object], metric: str
+                           ) -> tuple[float, float]:
+    """Before each of ``steps`` changes, every query of ``queries`` is asked
+    twice (the second answer is the kept one when nothing moved) of both
+    processes, which must answer alike. The (given, stale) counts of
+    ``metric``."""
     kept, unkept = (ProviderApi(in_process(app)) for app in apps)
     cloud = _cloud(kept)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     claims: list[str] = []
     done = ["nothing yet"]
     with Changes(apps[0]) as changes:
-        for step in range(60):
-            for query in rng.sample(QUERIES, 3):
-                # asked twice: the second answer is the kept one when nothing moved
+        for step in range(steps):
+            for query in queries(rng):
                 for _ in range(2):
-                    assert kept.candidates(query) == unkept.candidates(query), (
+                    assert answer(kept, query) == answer(unkept, query), (
                         step, query, done[-1])
             done.append(_change(kept, cloud, claims, rng))
-    given, stale = (changes("placement_allocation_candidates_kept_answers_total",
-                            outcome=outcome) for outcome in ("given", "stale"))
+    return changes(metric, outcome="given"), changes(metric, outcome="stale")
+
+
+def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
+    given, stale = _asked_through_changes(
+        apps, 7, 60, lambda rng: rng.sample(QUERIES, 3), ProviderApi.candidates,
+        "placement_allocation_candidates_kept_answers_total")
     assert given >= 60 and stale >= 10, (given, stale)  # both ways were taken
 
 
 def test_kept_provider_lists_are_the_lists_of_a_process_keeping_nothing(apps):
-    kept, unkept = (ProviderApi(in_process(app)) for app in apps)
-    cloud = _cloud(kept)
-    rng = random.Random(11)
-    claims: list[str] = []
-    done = ["nothing yet"]
-    with Changes(apps[0]) as changes:
-        for step in range(40):
-            for query in LIST_QUERIES:
-                path = f"/resource_providers?{query}"
-                for _ in range(2):  # the second is the kept list when nothing moved
-                    assert kept.call("GET", path) == unkept.call("GET", path), (
-                        step, query, done[-1])
-            done.append(_change(kept, cloud, claims, rng))
-    given, stale = (changes("placement_provider_lists_kept_answers_total",
-                            outcome=outcome) for outcome in ("given", "stale"))
+    given, stale = _asked_through_changes(
+        apps, 11, 40, lambda rng: LIST_QUERIES,
+        lambda client, query: client.call("GET", f"/resource_providers?{query}"),
+        "placement_provider_lists_kept_answers_total")
     assert given >= 40 * len(LIST_QUERIES) and stale >= 20, (given, stale)
 
 

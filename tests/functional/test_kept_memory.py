@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import random
 import tracemalloc
+from collections.abc import Callable
 
 import pytest
 
@@ -68,45 +69,39 @@ def cloud(database):
     return database
 
 
+def _assert_counted_as_traced(store: snapshot.KeptStore, keep: Callable[[], object]) -> None:
+    """The sizes ``store`` counts for what ``keep`` makes it keep are about
+    the memory traced meanwhile."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        traced_before, counted_before = tracemalloc.get_traced_memory()[0], store.size
+        keep()
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - traced_before
+    finally:
+        tracemalloc.stop()
+    counted = store.size - counted_before
+    assert counted > 1_000_000  # enough was kept to be measured
+    assert 0.6 < traced / counted < 1.5, (traced, counted)
+
+
 def test_the_sizes_counted_are_about_the_memory_the_entries_take(cloud):
     client = ProviderApi(in_process(build_app(cloud)))
     # queries of other amounts first: what requests make once per provider
     # and set of classes (search records, summaries) is not in the store
     for query in _queries(1):
         client.candidates(query)
-    store = _store(cloud)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        traced_before, counted_before = tracemalloc.get_traced_memory()[0], store.size
-        for query in _queries(2):
-            client.candidates(query)
-        gc.collect()
-        traced = tracemalloc.get_traced_memory()[0] - traced_before
-    finally:
-        tracemalloc.stop()
-    counted = store.size - counted_before
-    assert counted > 1_000_000  # the queries kept enough to be measured
-    assert 0.6 < traced / counted < 1.5, (traced, counted)
+    _assert_counted_as_traced(_store(cloud), lambda: [
+        client.candidates(query) for query in _queries(2)])
 
 
 def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
     client = ProviderApi(in_process(build_app(cloud)))
     client.call("GET", "/resource_providers?resources=VCPU:1")  # the copy, loaded
-    store = _store(cloud)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        traced_before, counted_before = tracemalloc.get_traced_memory()[0], store.size
-        for amount in range(1, 21):  # each list of its own
-            client.call("GET", f"/resource_providers?resources=DISK_GB:{amount}")
-        gc.collect()
-        traced = tracemalloc.get_traced_memory()[0] - traced_before
-    finally:
-        tracemalloc.stop()
-    counted = store.size - counted_before
-    assert counted > 1_000_000  # the lists kept enough to be measured
-    assert 0.6 < traced / counted < 1.5, (traced, counted)
+    _assert_counted_as_traced(_store(cloud), lambda: [  # each list of its own
+        client.call("GET", f"/resource_providers?resources=DISK_GB:{amount}")
+        for amount in range(1, 21)])
 
 
 def test_a_store_at_its_bound_answers_as_no_store(cloud):
