@@ -96,10 +96,10 @@ def list_providers(connection: sa.engine.Connection,
     capacity."""
     if not filters.resources:
         return ProviderList(rp_obj.list_providers(connection, filters))
-    store = current_snapshot(connection).kept
+    changes = provider_changes.total(connection)
+    store = current_snapshot(connection, changes).kept
     key = _List(filters)
     kept = store.get(key)
-    changes = provider_changes.total(connection)
     used = usages(connection, None, sorted(class_id for class_id, _ in filters.resources))
     # as the driver gives them: compared only
     versions = plain_rows(connection, _VERSIONS)

@@ -97,7 +97,7 @@ _USAGES = db_api.SizedStatement(_usage_statement)
 
 
 def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
-            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
+           class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
     used = {}
@@ -534,10 +534,13 @@ class ProviderCache:
             if self._state.total >= 0:  # EMPTY's store is not this database's
                 self._state.snapshot.kept.resize(capacity)
 
-    def current(self, connection: sa.engine.Connection) -> Snapshot:
+    def current(self, connection: sa.engine.Connection, total: int | None = None
+                ) -> Snapshot:
         """The providers as ``connection``'s transaction sees them (or
-        newer, never older)."""
-        total = provider_changes.total(connection)
+        newer, never older); ``total``: ``provider_changes.total`` as the
+        caller already read it in that transaction."""
+        if total is None:
+            total = provider_changes.total(connection)
         state = self._state
         if total <= state.total:
             # nothing changed (or this transaction is older than the copy)
@@ -575,9 +578,10 @@ def _cache_of(engine: sa.engine.Engine) -> ProviderCache:
     return cache
 
 
-def snapshot(connection: sa.engine.Connection) -> Snapshot:
-    """The providers of ``connection``'s database, from this process's copy."""
-    return _cache_of(connection.engine).current(connection)
+def snapshot(connection: sa.engine.Connection, total: int | None = None) -> Snapshot:
+    """The providers of ``connection``'s database, from this process's copy
+    (``total`` as for ``ProviderCache.current``)."""
+    return _cache_of(connection.engine).current(connection, total)
 
 
 def keep_within(engine: sa.engine.Engine, capacity: int) -> None:
