@@ -6,6 +6,7 @@ import gc
 from collections.abc import Callable
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
 
@@ -42,6 +43,21 @@ def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
     return db_api.Database(engine, max_retries=db_conf.db_max_retries)
 
 
+def _load_provider_copy(db: db_api.Database) -> None:
+    """Read the provider copy (placement.candidates.snapshot) before
+    serving. Servers fork their workers from this process, or serve from
+    it: each worker starts with the copy, and its first request reads only
+    the providers changed since, not all of them (a second per 25 000
+    providers). The copy is an earlier state like any other: every request
+    still checks it against the change record."""
+    try:
+        with db.reader() as connection:
+            snapshot.snapshot(connection)
+    except db_exc.DBConnectionError as error:  # the first request will read it
+        LOG.warning("The provider copy was not read at start-up: %s", error)
+    db.engine.dispose()  # no connection may cross the fork (database_from_conf)
+
+
 def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
     if conf.api.auth_strategy == "noauth2":
         return middleware.NoAuth(application)
@@ -53,8 +69,11 @@ def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
                              {path: application for path in middleware.ANONYMOUS_PATHS})
 
 
-def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callable:
+def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
+              load_provider_copy: bool = False) -> Callable:
     """The whole service: middleware layers around the dispatcher.
+    ``load_provider_copy``: servers ask for the provider copy to be read
+    now (see _load_provider_copy).
 
     Built from the inside out; a request meets them in the reverse order:
     request metrics (when enabled), request id, proxy headers, health check
@@ -67,6 +86,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None) -> Callab
     if db is None:
         db = database_from_conf(conf)
     snapshot.keep_within(db.engine, conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
+    if load_provider_copy:
+        _load_provider_copy(db)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
     dispatcher = router.Dispatcher()
     application: Callable = microversion.MicroversionMiddleware(dispatcher)

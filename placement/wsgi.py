@@ -14,7 +14,7 @@ from placement import deploy
 def init_application():
     conf = placement_conf.build_conf()
     logging.setup(conf, "placement")
-    application = deploy.build_app(conf)
+    application = deploy.build_app(conf, load_provider_copy=True)
     deploy.settle_memory()
     return application
 

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
          default_config_files=placement_conf.default_config_files())
     logging.setup(conf, "placement")
     choose_auth_strategy(conf)
-    application = deploy.build_app(conf)
+    application = deploy.build_app(conf, load_provider_copy=True)
     deploy.settle_memory()
     server = wsgi.Server((conf.host, conf.port), serve_http_quirks(application),
                          numthreads=conf.threads, server_name="placement-api")

@@ -8,13 +8,16 @@ import fcntl
 import json
 import os
 import uuid
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
 from placement import deploy
+from placement.candidates import snapshot
 from placement.db import api as db_api
 from placement.db import sqlite_writers, tables
-from tests.fixtures.allocations import create_provider
+from tests.fixtures import provider_api
+from tests.fixtures.allocations import create_provider, provider_with
 from tests.fixtures.base import make_conf
 
 _SESSION_ID = {
@@ -39,10 +42,8 @@ def _in_child(db: db_api.Database, provider_uuid: str) -> list:
     return _session(db)
 
 
-def test_a_forked_process_opens_its_own_connections(database):
-    db = database.db
-    parent_session = _session(db)
-    provider_uuid = str(uuid.uuid4())
+def _in_forked_child(work: Callable[[], object]) -> object:
+    """What ``work`` returns (JSON) when run in a forked child process."""
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover (the child reports through the pipe)
@@ -50,15 +51,23 @@ def test_a_forked_process_opens_its_own_connections(database):
         try:
             os.close(read_end)
             with os.fdopen(write_end, "w") as report:
-                json.dump(_in_child(db, provider_uuid), report)
+                json.dump(work(), report)
             status = 0
         finally:
             os._exit(status)
     os.close(write_end)
     with os.fdopen(read_end) as report:
-        child_session = json.loads(report.read() or "null")
+        reported = json.loads(report.read() or "null")
     _, wait_status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(wait_status) == 0
+    return reported
+
+
+def test_a_forked_process_opens_its_own_connections(database):
+    db = database.db
+    parent_session = _session(db)
+    provider_uuid = str(uuid.uuid4())
+    child_session = _in_forked_child(lambda: _in_child(db, provider_uuid))
     assert child_session[0] != parent_session[0]
     if parent_session[1] is not None:
         assert child_session[1] != parent_session[1]
@@ -68,6 +77,36 @@ def test_a_forked_process_opens_its_own_connections(database):
     with db.reader() as connection:
         assert connection.scalar(sa.select(tables.resource_providers.c.name).where(
             tables.resource_providers.c.uuid == provider_uuid)) == "created-by-the-child"
+
+
+def test_workers_start_with_the_provider_copy_of_their_server(database, monkeypatch):
+    """Built to serve, the application reads the provider copy before the
+    server forks: a worker's first request reads only the providers changed
+    since, and sees them."""
+    with database.db.writer() as connection:
+        provider_with(connection, str(uuid.uuid4()), "there-at-start-up", VCPU=4)
+    application = deploy.build_app(make_conf(database), db=database.db,
+                                   load_provider_copy=True)
+    assert database.db.engine.pool.checkedin() == 0  # nothing crosses the fork
+    with database.db.writer() as connection:
+        created_since = provider_with(connection, str(uuid.uuid4()), "created-since", VCPU=4)
+    loaded: list = []
+    reading = snapshot._load
+
+    def recording(connection, ids):
+        loaded.append(None if ids is None else sorted(ids))
+        return reading(connection, ids)
+
+    def first_request() -> dict:
+        monkeypatch.setattr(snapshot, "_load", recording)
+        status, body = provider_api.in_process(application)(
+            "GET", "/resource_providers?resources=VCPU:1", None, provider_api.MICROVERSION)
+        return {"status": status, "names": sorted(rp["name"] for rp in body["resource_providers"]),
+                "loaded": loaded}
+
+    assert _in_forked_child(first_request) == {
+        "status": 200, "names": ["created-since", "there-at-start-up"],
+        "loaded": [[created_since]]}
 
 
 def test_the_database_of_a_new_application_holds_no_connection(database):
