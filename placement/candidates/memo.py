@@ -9,7 +9,7 @@ long as its owner, and its owner is replaced when what it was made from
 changes, never edited in place):
 
 * ``Snapshot.memo``: what requests derive from a snapshot's indexes (the
-  anchors of a set of classes, what a sharing provider reaches). A change
+  anchors of a set of classes, the trees in an aggregate). A change
   that moves a provider in the indexes makes a snapshot with a new memo.
 * ``CachedProvider.memo``: what requests derive from one provider record
   (its search record, its tree's members, its summary). A changed

@@ -203,11 +203,6 @@ class _AggregateRoots(Key[frozenset[int]]):
     __slots__ = ()
 
 
-class _SharingAnchors(Key[frozenset[int]]):
-    # sharing_id: int
-    __slots__ = ()
-
-
 class _SharingByAggregate(Key[dict[str, frozenset[int]]]):
     __slots__ = ()
 
@@ -273,14 +268,18 @@ class Snapshot:
             self.providers[provider_id].root_id
             for provider_id in self.aggregate_members.get(aggregate_uuid, ())))
 
-    def sharing_anchors(self, sharing_id: int) -> frozenset[int]:
-        """The roots of the trees a sharing provider shares with: its own,
-        and those with a provider in one of its aggregates."""
-        def make() -> frozenset[int]:
+    def _sharing_reach(self, sharing_ids: Iterable[int]) -> frozenset[int]:
+        """The roots of the trees the sharing providers share with: their
+        own, and those with a provider in one of their aggregates. Each
+        aggregate is taken once: hundreds of sharing providers may share a
+        handful of aggregates of thousands of trees each."""
+        roots = set()
+        aggregates: set[str] = set()
+        for sharing_id in sharing_ids:
             provider = self.providers[sharing_id]
-            return frozenset([provider.root_id]).union(
-                *(self.aggregate_roots(uuid) for uuid in provider.aggregates))
-        return self.memo.get_or_make(_SharingAnchors(sharing_id), make)
+            roots.add(provider.root_id)
+            aggregates.update(provider.aggregates)
+        return frozenset(roots).union(*(self.aggregate_roots(uuid) for uuid in aggregates))
 
     def _sharing_by_aggregate(self) -> dict[str, frozenset[int]]:
         def make() -> dict[str, frozenset[int]]:
@@ -334,9 +333,9 @@ class Snapshot:
             if not class_ids.isdisjoint(self.providers[sharing_id].inventories)))
 
     def _class_anchors(self, class_ids: frozenset[int]) -> frozenset[int]:
-        return self.memo.get_or_make(_ClassAnchors(class_ids), lambda: frozenset().union(
-            *(self.holder_roots.get(class_id, ()) for class_id in class_ids),
-            *(self.sharing_anchors(sharing_id) for sharing_id in self.sharing_with(class_ids))))
+        return self.memo.get_or_make(_ClassAnchors(class_ids), lambda: self._sharing_reach(
+            self.sharing_with(class_ids)).union(
+            *(self.holder_roots.get(class_id, ()) for class_id in class_ids)))
 
     def _reaching(self, aggregate_uuids: frozenset[str]) -> frozenset[int]:
         """Roots of trees with a provider in one of the aggregates, or
@@ -344,17 +343,16 @@ class Snapshot:
         candidate elsewhere, whichever provider (or root) must be in them."""
         by_aggregate = self._sharing_by_aggregate()
         sharing_in = set().union(*(by_aggregate.get(uuid, ()) for uuid in aggregate_uuids))
-        return frozenset().union(
-            *(self.aggregate_roots(uuid) for uuid in aggregate_uuids),
-            *(self.sharing_anchors(sharing_id) for sharing_id in sharing_in))
+        return self._sharing_reach(sharing_in).union(
+            *(self.aggregate_roots(uuid) for uuid in aggregate_uuids))
 
     def _tree_reach(self, root_id: int) -> frozenset[int]:
         """The tree of ``root_id`` and the trees its sharing providers
         share with: where the providers of a group in that tree can be
         anchored."""
-        return frozenset([root_id]).union(*(
-            self.sharing_anchors(provider_id) for provider_id in self.trees.get(root_id, ())
-            if provider_id in self.sharing))
+        return frozenset([root_id]) | self._sharing_reach(
+            provider_id for provider_id in self.trees.get(root_id, ())
+            if provider_id in self.sharing)
 
     # -- changes
 
