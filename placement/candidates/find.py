@@ -48,7 +48,7 @@ __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "Re
 # usages stay the same. ``rendered`` keeps what the API makes of it.
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class AllocationRequest:
     # provider uuid -> {resource class: amount}
     allocations: dict[str, dict[str, int]]
@@ -57,13 +57,13 @@ class AllocationRequest:
     rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class ResourceSummary:
     capacity: int
     used: int
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class ProviderSummary:
     uuid: str
     parent_provider_uuid: str | None
@@ -73,7 +73,7 @@ class ProviderSummary:
     rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Candidates:
     allocation_requests: list[AllocationRequest]
     provider_summaries: list[ProviderSummary]
