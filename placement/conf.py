@@ -120,7 +120,9 @@ placement_opts = [
         "nothing). Kept candidates are reused only while their providers and "
         "usages are unchanged. About 2.5 kB per candidate. Lists of providers "
         "asked with ``resources`` are kept there too (about 2 kB per provider "
-        "listed).",
+        "listed), and so is what searches derive from each provider (its "
+        "search record, its tree's members and its summary, about 1.8 kB), "
+        "all emptied at once when it passes half of this bound.",
     ),
 ]
 

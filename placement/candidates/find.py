@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from placement import exceptions, metrics
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.memo import Key, Memo
+from placement.candidates.memo import Key, Memo, V
 from placement.candidates.search import (
     Provider,
     RequestGroup,
@@ -321,6 +321,23 @@ _AMOUNT_BYTES = 400
 _LISTED_BYTES = 400
 
 
+# What a provider's memo entries cost, in bytes, as measured (the same
+# test): a search record (three inventories), a tree's members (and each
+# member), a summary with its JSON.
+_RECORD_BYTES = 400
+_MEMBERS_BYTES = 150
+_MEMBER_BYTES = 10
+_SUMMARY_BYTES = 1200
+
+
+def _remember(snapshot: Snapshot, provider: CachedProvider, key: Key[V], value: V,
+              size: int) -> V:
+    """Put ``value`` in the provider's memo, counting ``size`` against what
+    the snapshot's kept store bounds (KeptStore.count_memo)."""
+    snapshot.kept.count_memo(size)
+    return provider.memo.put(key, value)
+
+
 def kept_bytes(usages: int, results: Iterable[Result] = ()) -> int:
     """About what an entry of the kept store holds, in bytes: made with
     ``usages`` usages, keeping ``results``."""
@@ -525,7 +542,8 @@ class SnapshotWorld(World):
                    if provider_id in self._useful_sharing
                    and snapshot.providers[provider_id].root_id != root_id]
         member_ids = tuple(sorted([*members, *serving]) if serving else members)
-        root.memo.put(self._members_key, (snapshot.places, member_ids))
+        _remember(snapshot, root, self._members_key, (snapshot.places, member_ids),
+                  _MEMBERS_BYTES + _MEMBER_BYTES * len(member_ids))
         return member_ids
 
     def _new_members(self, root_id: int) -> list[Provider]:
@@ -593,7 +611,8 @@ class SnapshotWorld(World):
             return self._new_provider(cached, self._used)
         record = cached.memo.get(self._record_key)
         if record is None:
-            record = cached.memo.put(self._record_key, self._new_provider(cached, {}))
+            record = _remember(self._snapshot, cached, self._record_key,
+                               self._new_provider(cached, {}), _RECORD_BYTES)
         return record
 
     def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
@@ -640,7 +659,7 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: Snap
     for index, provider, usages in missing:
         summaries[index] = summary = _summary(snapshot, provider, dict(
             zip(provider.inventories, usages, strict=True)), class_names, only_classes)
-        provider.memo.put(key, (usages, summary))
+        _remember(snapshot, provider, key, (usages, summary), _SUMMARY_BYTES)
     return summaries
 
 

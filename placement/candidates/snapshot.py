@@ -32,7 +32,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import os_traits
 import sqlalchemy as sa
@@ -152,21 +152,33 @@ KEPT_CAPACITY = 32 * 1024 * 1024
 
 
 class KeptStore:
-    """What requests keep for later ones, by key, within a bound on the
-    sum of the sizes their keepers give, in bytes (least recently used out
-    first). One per database, shared by its snapshots: an entry holds what
-    it was made from, for the reader to check."""
+    """What requests keep for later ones, within a bound in bytes on the
+    sum of the sizes their keepers give. One per database, shared by its
+    snapshots. Two kinds of keeping count against it:
 
-    def __init__(self, capacity: int = KEPT_CAPACITY) -> None:
+    * entries, by key (least recently used out first), each holding what
+      it was made from, for the reader to check;
+    * what requests put in providers' memos (``CachedProvider.memo``: a
+      search record, a tree's members, a summary), counted as they are
+      put (``count_memo``). Past half of the bound, ``empty_memos`` (the
+      cache's) empties every provider's memo and counting starts again.
+      Memos are read thousands of times per request: emptying them all,
+      rarely, costs less than keeping them in order of use.
+    """
+
+    def __init__(self, capacity: int = KEPT_CAPACITY,
+                 empty_memos: Callable[[], None] = lambda: None) -> None:
         self._entries: OrderedDict[Key, tuple[object, int]] = OrderedDict()
-        self._size = 0
+        self._entries_size = 0
+        self._memos_size = 0
         self._capacity = capacity
+        self._empty_memos = empty_memos
         self._lock = threading.Lock()
 
     @property
     def size(self) -> int:
-        """The sum of the sizes of the entries kept."""
-        return self._size
+        """The sum of the sizes counted: the entries' and the memos'."""
+        return self._entries_size + self._memos_size
 
     def get(self, key: Key[V]) -> V | None:
         with self._lock:
@@ -180,20 +192,38 @@ class KeptStore:
         with self._lock:
             previous = self._entries.pop(key, None)
             if previous is not None:
-                self._size -= previous[1]
+                self._entries_size -= previous[1]
             self._entries[key] = (value, size)
-            self._size += size
-            self._shrink()
+            self._entries_size += size
+            emptying = self._shrink()
+        if emptying:
+            self._empty_memos()
+
+    def count_memo(self, size: int) -> None:
+        """``size`` bytes are being put in a provider's memo."""
+        with self._lock:
+            self._memos_size += size
+            emptying = self._shrink()
+        if emptying:
+            self._empty_memos()
 
     def resize(self, capacity: int) -> None:
         with self._lock:
             self._capacity = capacity
-            self._shrink()
+            emptying = self._shrink()
+        if emptying:
+            self._empty_memos()
 
-    def _shrink(self) -> None:
-        while self._size > self._capacity:
+    def _shrink(self) -> bool:
+        """Within the bound again; True when the memos must be emptied
+        (the caller does, once it let go of the lock)."""
+        emptying = self._memos_size > self._capacity // 2
+        if emptying:
+            self._memos_size = 0
+        while self._entries and self.size > self._capacity:
             _, (_, dropped) = self._entries.popitem(last=False)
-            self._size -= dropped
+            self._entries_size -= dropped
+        return emptying
 
 
 # The entries of a snapshot's memo: each is made from the indexes alone.
@@ -553,8 +583,9 @@ class ProviderCache:
             if changed is None:  # the first load, or too far behind
                 # every record is new: nothing kept from the old ones holds
                 loaded = _load(connection, None)
-                snapshot = dataclasses.replace(EMPTY.updated(loaded, ()),
-                                               kept=KeptStore(self._kept_capacity))
+                snapshot = dataclasses.replace(
+                    EMPTY.updated(loaded, ()),
+                    kept=KeptStore(self._kept_capacity, self._empty_provider_memos))
                 metrics.count_provider_cache_refresh("full", len(loaded))
             else:
                 loaded = _load(connection, changed)
@@ -562,6 +593,13 @@ class ProviderCache:
                 metrics.count_provider_cache_refresh("incremental", len(loaded))
             self._state = _State(snapshot, versions, total)
             return snapshot
+
+
+    def _empty_provider_memos(self) -> None:
+        """Empty the memos of the newest snapshot's providers (older
+        snapshots share almost all their records with it)."""
+        for provider in self._state.snapshot.providers.values():
+            provider.memo.clear()
 
 
 _caches: weakref.WeakKeyDictionary[sa.engine.Engine, ProviderCache] = weakref.WeakKeyDictionary()

@@ -96,6 +96,16 @@ def test_the_sizes_counted_are_about_the_memory_the_entries_take(cloud):
         client.candidates(query) for query in _queries(2)])
 
 
+def test_the_sizes_counted_for_providers_memos_and_entries_are_about_their_memory(cloud):
+    """The first requests on a new copy make search records, members and
+    summaries (providers' memos, counted in the store's size) besides
+    entries."""
+    client = ProviderApi(in_process(build_app(cloud)))
+    assert _store(cloud).size == 0  # the copy, loaded
+    _assert_counted_as_traced(_store(cloud), lambda: [
+        client.candidates(query) for query in _queries(1)])
+
+
 def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
     client = ProviderApi(in_process(build_app(cloud)))
     client.call("GET", "/resource_providers?resources=VCPU:1")  # the copy, loaded
@@ -118,4 +128,10 @@ def test_a_store_at_its_bound_answers_as_no_store(cloud):
     assert store.size == 0
     unkept_answers = [unkept.candidates(query) for query in queries * 2]
     assert store.size == 0
+    # a bound of 0 keeps nothing in providers' memos either: each memo is
+    # emptied as the next is put
+    with cloud.db.reader() as connection:
+        providers = snapshot.snapshot(connection).providers.values()
+    assert sum(len(provider.memo) for provider in providers) <= 1
     assert bounded_answers == unkept_answers
+

@@ -21,3 +21,23 @@ def test_putting_a_key_again_replaces_its_size():
     assert (store.get("a"), store.get("b")) == ("A2", "B")
     store.put("c", "C", 11)  # larger than the bound: nothing stays
     assert [store.get(key) for key in "abc"] == [None, None, None]
+
+
+def test_providers_memos_count_against_the_bound_and_are_emptied_past_half_of_it():
+    emptied = []
+    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store.put("a", "A", 4)
+    store.count_memo(3)
+    assert (store.size, emptied) == (7, [])
+    store.put("b", "B", 4)  # the entries and the memos together pass the bound
+    assert (store.get("a"), store.get("b"), store.size, emptied) == (None, "B", 7, [])
+    store.count_memo(3)  # past half of the bound: every memo is emptied
+    assert (store.get("b"), store.size, emptied) == ("B", 4, [True])
+
+
+def test_a_smaller_bound_empties_the_memos_it_no_longer_holds():
+    emptied = []
+    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store.count_memo(4)
+    store.resize(6)
+    assert (store.size, emptied) == (0, [True])
