@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -239,14 +240,22 @@ class _ValueAt(Key["_KeptAt"]):
 
 
 class _Lazy(dict):
-    """A dict making each missing value with ``make(key)`` when first asked."""
+    """A dict making each missing value with ``make(key)`` when first asked;
+    ``make`` is a method of the dict's owner. The dict holds its owner
+    weakly: a world holding its own lazy dicts would be a reference cycle,
+    freed only by the garbage collector's rare full collections (see
+    deploy.GC_THRESHOLDS), and a world holds a request's usages and
+    records: megabytes at 20 000 computes."""
+
+    __slots__ = ("_owner", "_make")
 
     def __init__(self, make: Callable[[int], object]):
         super().__init__()
-        self._make = make
+        self._owner = weakref.ref(make.__self__)  # type: ignore[attr-defined]
+        self._make = make.__func__  # type: ignore[attr-defined]
 
     def __missing__(self, key: int) -> object:
-        value = self[key] = self._make(key)
+        value = self[key] = self._make(self._owner(), key)
         return value
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import gc
 import random
 import tracemalloc
+import weakref
 from collections.abc import Callable
 
 import pytest
 
-from placement.candidates import snapshot
+from placement.candidates import find, snapshot
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
@@ -135,3 +136,25 @@ def test_a_store_at_its_bound_answers_as_no_store(cloud):
     assert sum(len(provider.memo) for provider in providers) <= 1
     assert bounded_answers == unkept_answers
 
+
+def test_a_searchs_world_is_freed_as_its_request_ends(cloud, monkeypatch):
+    """Without waiting for the garbage collector: a world holds the
+    request's usages and records, and servers collect cycles rarely
+    (deploy.GC_THRESHOLDS)."""
+    worlds = []
+    making = find.SnapshotWorld.__init__
+
+    def recording(world, *args, **kwargs):
+        making(world, *args, **kwargs)
+        worlds.append(weakref.ref(world))
+
+    monkeypatch.setattr(find.SnapshotWorld, "__init__", recording)
+    client = ProviderApi(in_process(build_app(cloud)))
+    gc.disable()
+    try:
+        for query in _queries(4)[:5]:
+            client.candidates(query)
+        assert len(worlds) == 5
+        assert [world() for world in worlds] == [None] * 5
+    finally:
+        gc.enable()
