@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from collections.abc import Callable
 
@@ -129,34 +128,11 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
-# glibc's mallopt parameter, and the size from which blocks are mapped
-# (glibc's initial threshold).
-_M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 128 * 1024
-
-
-def _map_large_blocks() -> None:
-    """Have glibc map every block of MMAP_THRESHOLD bytes or more (response
-    bodies, their encoder's buffers) and give it back when freed. By
-    default the threshold rises to the largest block freed so far, and
-    later bodies are carved from the heap, where the holes they leave
-    among long-lived blocks stay in the process: at 20 000 computes, 25 MB
-    of a worker after a few thousand distinct candidates queries."""
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc
-        return
-    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-
-
 def settle_memory() -> None:
     """Call once the application is built, before serving. Everything built
     so far lives as long as the process; freezing it keeps the garbage
     collector from walking it again and again; the thresholds keep it from
-    walking what requests build and keep (see GC_THRESHOLDS). Large blocks
-    are mapped (_map_large_blocks)."""
+    walking what requests build and keep (see GC_THRESHOLDS)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    _map_large_blocks()
