@@ -195,35 +195,29 @@ class KeptStore:
                 self._entries_size -= previous[1]
             self._entries[key] = (value, size)
             self._entries_size += size
-            emptying = self._shrink()
-        if emptying:
-            self._empty_memos()
+            self._shrink()
 
     def count_memo(self, size: int) -> None:
         """``size`` bytes are being put in a provider's memo."""
         with self._lock:
             self._memos_size += size
-            emptying = self._shrink()
-        if emptying:
-            self._empty_memos()
+            self._shrink()
 
     def resize(self, capacity: int) -> None:
         with self._lock:
             self._capacity = capacity
-            emptying = self._shrink()
-        if emptying:
-            self._empty_memos()
+            self._shrink()
 
-    def _shrink(self) -> bool:
-        """Within the bound again; True when the memos must be emptied
-        (the caller does, once it let go of the lock)."""
-        emptying = self._memos_size > self._capacity // 2
-        if emptying:
+    def _shrink(self) -> None:
+        """Within the bound again (the lock held: emptying the memos, which
+        touches nothing of the store, holds off the others' gets and puts
+        for the few milliseconds it takes, rarely)."""
+        if self._memos_size > self._capacity // 2:
             self._memos_size = 0
+            self._empty_memos()
         while self._entries and self.size > self._capacity:
             _, (_, dropped) = self._entries.popitem(last=False)
             self._entries_size -= dropped
-        return emptying
 
 
 # The entries of a snapshot's memo: each is made from the indexes alone.
@@ -593,7 +587,6 @@ class ProviderCache:
                 metrics.count_provider_cache_refresh("incremental", len(loaded))
             self._state = _State(snapshot, versions, total)
             return snapshot
-
 
     def _empty_provider_memos(self) -> None:
         """Empty the memos of the newest snapshot's providers (older

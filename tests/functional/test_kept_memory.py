@@ -58,9 +58,13 @@ def _queries(seed: int) -> list[str]:
     return list(dict.fromkeys(flat + granular))
 
 
-def _store(database) -> snapshot.KeptStore:
+def _copy(database) -> snapshot.Snapshot:
     with database.db.reader() as connection:
-        return snapshot.snapshot(connection).kept
+        return snapshot.snapshot(connection)
+
+
+def _store(database) -> snapshot.KeptStore:
+    return _copy(database).kept
 
 
 @pytest.fixture
@@ -131,9 +135,7 @@ def test_a_store_at_its_bound_answers_as_no_store(cloud):
     assert store.size == 0
     # a bound of 0 keeps nothing in providers' memos either: each memo is
     # emptied as the next is put
-    with cloud.db.reader() as connection:
-        providers = snapshot.snapshot(connection).providers.values()
-    assert sum(len(provider.memo) for provider in providers) <= 1
+    assert sum(len(provider.memo) for provider in _copy(cloud).providers.values()) <= 1
     assert bounded_answers == unkept_answers
 
 
