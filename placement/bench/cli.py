@@ -113,8 +113,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="database for the service (MariaDB as root and PostgreSQL as "
                              "postgres on 127.0.0.1; a new database is created and dropped)")
     parser.add_argument("--server-cmd", default=DEFAULT_SERVER_CMD,
-                        help="command starting a WSGI server on 127.0.0.1:{port}, e.g. "
-                             "'uwsgi --http 127.0.0.1:{port} --http-keepalive "
+                        help="command starting a WSGI server on 127.0.0.1:{port} "
+                             "({workdir}: a scratch directory of the run), e.g. "
+                             "'uwsgi --http 127.0.0.1:{port} --socket {workdir}/uwsgi-{port}.sock "
+                             "--http-to {workdir}/uwsgi-{port}.sock --http-keepalive "
                              "--http-buffer-size 1048576 --master --processes 2 --pythonpath . "
                              "--module placement.wsgi:application --die-on-term' "
                              "(default: %(default)s)")

@@ -59,14 +59,17 @@ def free_port() -> int:
 
 
 class Server:
-    """The service started with ``command`` (``{port}`` substituted), configured
-    only through ``OS_<GROUP>__<OPTION>`` environment variables."""
+    """The service started with ``command`` (``{port}``, ``{host}`` and
+    ``{workdir}``, the run's scratch directory, substituted: a server can
+    keep its Unix sockets there), configured only through
+    ``OS_<GROUP>__<OPTION>`` environment variables."""
 
     def __init__(self, command: str, database_url: str, workdir: str,
                  startup_timeout: float = 120.0) -> None:
         self.port = free_port()
         self.host = "127.0.0.1"
-        self.command = shlex.split(command.format(port=self.port, host=self.host))
+        self.command = shlex.split(command.format(port=self.port, host=self.host,
+                                                   workdir=workdir))
         self.log_path = os.path.join(workdir, f"server-{self.port}.log")
         # Never let a configuration file of the machine leak in: an empty
         # one of our own (the original service refuses a directory without).

@@ -39,13 +39,16 @@ def database_path(tmp_path_factory):
 def uwsgi(database_path):
     assert ops.UWSGI, "uwsgi is part of the test extra: pip install -e '.[test]'"
     port = ops.free_port()
+    workers_socket = os.path.join(os.path.dirname(database_path), "uwsgi.sock")
     command = [
         ops.UWSGI, "--ini", ops.UWSGI_RECIPE,
-        # The recipe as it is, serving HTTP as the deployment guide says, on
-        # a free port, with 2 processes of 2 threads (the machine running the
+        # The recipe as it is, serving HTTP as the deployment guide says
+        # (the router reaching the workers over a Unix socket), on a free
+        # port, with 2 processes of 2 threads (the machine running the
         # tests is small), importing this checkout from this virtual
         # environment.
-        "--http", f"127.0.0.1:{port}", "--processes", str(PROCESSES), "--threads", "2",
+        "--http", f"127.0.0.1:{port}", "--socket", workers_socket, "--http-to", workers_socket,
+        "--processes", str(PROCESSES), "--threads", "2",
         "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT,
     ]
     env = {
@@ -66,6 +69,9 @@ def test_several_workers_serve(uwsgi):
     status, _, _ = ops.request(uwsgi.url + "/")
     assert status == 200
     output = uwsgi.output()
+    # the router's only way to the workers is the recipe's Unix socket
+    assert output.count("bound to UNIX address") == 1, output
+    assert "bound to TCP address" not in output, output
     for worker in range(1, PROCESSES + 1):
         assert f"spawned uWSGI worker {worker} (pid: " in output
     assert output.count("cores: 2)") == PROCESSES  # uwsgi's word for threads
