@@ -19,6 +19,10 @@ from placement import context as placement_context
 from placement import errors, metrics
 
 LOG = logging.getLogger(__name__)
+# The request line goes to the standard logger under oslo.log's adapter:
+# the adapter's keyword handling is of no use to it, and it is written once
+# per request (oslo.log's formatters and handlers still do the rest).
+_REQUEST_LOG = LOG.logger
 
 ROOT_PATHS = ("", "/")
 # The OpenAPI document describes the API, not its data: served to anyone.
@@ -59,7 +63,7 @@ class RequestId:
             return start_response(status, headers, exc_info)
 
         result = self.application(environ, stamp_request_id)
-        LOG.info('%(method)s %(path)s status: %(status)s time: %(seconds).4f',
+        _REQUEST_LOG.info('%(method)s %(path)s status: %(status)s time: %(seconds).4f',
                  {"method": environ.get("REQUEST_METHOD"),
                   "path": environ.get("PATH_INFO"),
                   "status": captured.get("status", "-").split(" ")[0],

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import routes
 import webob
-import webob.dec
 import webob.exc
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
@@ -155,8 +154,12 @@ class Dispatcher:
             template = match and match["template"]
         return template
 
-    @webob.dec.wsgify
-    def __call__(self, request: webob.Request):
+    def __call__(self, environ: dict, start_response: Callable):
+        # A plain WSGI callable rather than webob.dec.wsgify, which also
+        # makes every request a response object it never uses.
+        return self._respond(webob.Request(environ))(environ, start_response)
+
+    def _respond(self, request: webob.Request) -> webob.Response:
         try:
             _check_content_headers(request)
             match = self.mapper.match(request_data.path(request))

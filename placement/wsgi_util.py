@@ -6,7 +6,8 @@ from __future__ import annotations
 import calendar
 import copy
 import datetime
-import email.utils
+import time
+import wsgiref.handlers
 from collections.abc import Iterable
 
 import jsonschema
@@ -14,7 +15,7 @@ import orjson
 import webob
 import webob.exc
 from oslo_serialization import jsonutils
-from oslo_utils import timeutils, uuidutils
+from oslo_utils import uuidutils
 
 from placement import errors, microversion, request_data
 from placement.context import RequestContext
@@ -177,9 +178,10 @@ def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime 
     return max(present) if present else None
 
 
-def _http_date(stamp: datetime.datetime) -> str:
-    """A UTC time (naive or not) as an HTTP date, to the second."""
-    return email.utils.formatdate(calendar.timegm(stamp.timetuple()), usegmt=True)
+def _http_date(stamp: datetime.datetime | None) -> str:
+    """A UTC time (naive or not), or now, as an HTTP date, to the second."""
+    return wsgiref.handlers.format_date_time(
+        time.time() if stamp is None else calendar.timegm(stamp.timetuple()))
 
 
 def _with_cache_headers(request: webob.Request, response: webob.Response,
@@ -188,7 +190,7 @@ def _with_cache_headers(request: webob.Request, response: webob.Response,
         # Appended as they are: WebOb's header properties parse and format
         # each value again.
         response.headerlist.extend([
-            ("Last-Modified", _http_date(last_modified or timeutils.utcnow())),
+            ("Last-Modified", _http_date(last_modified)),
             ("Cache-Control", "no-cache")])
 
 
