@@ -406,18 +406,17 @@ def delete(connection: sa.engine.Connection, uuid: str) -> None:
 
 
 # -- filters ---------------------------------------------------------------
-# Each returns a condition on ``resource_providers.id`` usable in any query
-# that has the resource_providers table (or an alias, through ``column``).
+# Each returns a SELECT of the ids of the providers that pass it (one
+# column); _within nests them.
 
-def has_capacity(resource_class_id: int, amount: int,
-                 column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
-    """The provider itself can take ``amount`` more of the class: unit
-    limits, step size and remaining capacity of its inventory."""
+def with_capacity(resource_class_id: int, amount: int) -> sa.Select:
+    """The providers that can themselves take ``amount`` more of the class:
+    unit limits, step size and remaining capacity of their inventory."""
     if amount > MAX_INT:
         # No max_unit is that large; the database (SQLite) could not even
         # bind such an integer.
-        return sa.false()
-    capable = (
+        return sa.select(_inv.c.resource_provider_id).where(sa.false())
+    return (
         sa.select(_inv.c.resource_provider_id)
         .where(
             _inv.c.resource_class_id == resource_class_id,
@@ -428,60 +427,67 @@ def has_capacity(resource_class_id: int, amount: int,
             <= (_inv.c.total - _inv.c.reserved) * _inv.c.allocation_ratio,
         )
     )
-    return column.in_(capable)
 
 
-def in_any_aggregate(aggregate_uuids: Iterable[str],
-                     column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
-    """The provider itself is directly associated with one of the aggregates."""
-    members = (sa.select(_rp_agg.c.resource_provider_id)
-               .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
-               .where(_agg.c.uuid.in_(list(aggregate_uuids))))
-    return column.in_(members)
+def in_any_aggregate(aggregate_uuids: Iterable[str]) -> sa.Select:
+    """The providers directly associated with one of the aggregates."""
+    return (sa.select(_rp_agg.c.resource_provider_id)
+            .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
+            .where(_agg.c.uuid.in_(list(aggregate_uuids))))
 
 
-def has_any_trait(trait_ids: Iterable[int],
-                  column: sa.ColumnElement = _rp.c.id) -> sa.ColumnElement[bool]:
-    """The provider itself has at least one of the traits."""
-    owners = (sa.select(_rp_trait.c.resource_provider_id)
-              .where(_rp_trait.c.trait_id.in_(list(trait_ids))))
-    return column.in_(owners)
+def with_any_trait(trait_ids: Iterable[int]) -> sa.Select:
+    """The providers that have at least one of the traits themselves."""
+    return (sa.select(_rp_trait.c.resource_provider_id)
+            .where(_rp_trait.c.trait_id.in_(list(trait_ids))))
 
 
 def _one_of_each(link: sa.FromClause, owner: sa.ColumnElement, key: sa.ColumnElement,
-                 sets: list[set], column: sa.ColumnElement) -> sa.ColumnElement[bool]:
-    """The provider has, through ``link``, a ``key`` value of each set. One
-    grouped subquery whatever the number of sets: with a subquery per set,
-    PostgreSQL's planning time grows with the cube of their number (seconds
-    for 80 sets, which a query string can name by the hundred)."""
+                 sets: list[set]) -> sa.Select:
+    """The providers that have, through ``link``, a ``key`` value of each
+    set. One grouped subquery whatever the number of sets: with a subquery
+    per set, PostgreSQL's planning time grows with the cube of their number
+    (seconds for 80 sets, which a query string can name by the hundred)."""
     singles = {value for values in sets if len(values) == 1 for value in values}
     covered = [sa.func.max(sa.case((key.in_(list(values)), 1), else_=0)) == 1
                for values in sets if len(values) > 1]
     if singles:  # all of them, counted at once (the usual required=A,B,C)
         covered.append(sa.func.count(sa.distinct(sa.case((key.in_(list(singles)), key))))
                        == len(singles))
-    owners = (sa.select(owner).select_from(link)
-              .where(key.in_(list(set().union(*sets))))
-              .group_by(owner).having(all_of(covered)))
-    return column.in_(owners)
+    return (sa.select(owner).select_from(link)
+            .where(key.in_(list(set().union(*sets))))
+            .group_by(owner).having(all_of(covered)))
 
 
-def in_an_aggregate_of_each(sets: list[set[str]], column: sa.ColumnElement = _rp.c.id
-                            ) -> sa.ColumnElement[bool]:
-    """The provider itself is directly associated with an aggregate of each set."""
+def in_an_aggregate_of_each(sets: list[set[str]]) -> sa.Select:
+    """The providers directly associated with an aggregate of each set."""
     if len(sets) == 1:
-        return in_any_aggregate(sets[0], column)
+        return in_any_aggregate(sets[0])
     return _one_of_each(_rp_agg.join(_agg, _agg.c.id == _rp_agg.c.aggregate_id),
-                        _rp_agg.c.resource_provider_id, _agg.c.uuid, sets, column)
+                        _rp_agg.c.resource_provider_id, _agg.c.uuid, sets)
 
 
-def has_a_trait_of_each(sets: list[set[int]], column: sa.ColumnElement = _rp.c.id
-                        ) -> sa.ColumnElement[bool]:
-    """The provider itself has a trait of each set."""
+def with_a_trait_of_each(sets: list[set[int]]) -> sa.Select:
+    """The providers that have a trait of each set themselves."""
     if len(sets) == 1:
-        return has_any_trait(sets[0], column)
+        return with_any_trait(sets[0])
     return _one_of_each(_rp_trait, _rp_trait.c.resource_provider_id, _rp_trait.c.trait_id,
-                        sets, column)
+                        sets)
+
+
+def _within(selects: list[sa.Select]) -> sa.ColumnElement[bool]:
+    """The provider is in every one of the ``selects``, each narrowed to the
+    ids of the next: ``id IN (A WHERE a IN (B WHERE b IN (C)))``. Databases
+    then read each set from its link table's index and look providers up
+    only for the ids of all of them. Side by side (``id IN (A) AND id IN
+    (B)``) SQLite looks up every provider of A, the thousands of a cloud's
+    aggregate, to keep the few with a rare trait (the sharing providers a
+    resource tracker reads: 2.5 ms instead of 0.1 at 20 000 computes).
+    SQLite starts from the innermost set: put the narrowest last."""
+    narrowed = selects[-1]
+    for select in reversed(selects[:-1]):
+        narrowed = select.where(select.selected_columns[0].in_(narrowed))
+    return _rp.c.id.in_(narrowed)
 
 
 def in_tree_of(uuid: str, root_column: sa.ColumnElement = _rp.c.root_provider_id
@@ -541,13 +547,17 @@ def _list_statement(filters: ProviderFilters) -> sa.Select:
         conditions.append(_rp.c.uuid == filters.uuid)
     if filters.in_tree is not None:
         conditions.append(in_tree_of(filters.in_tree))
+    # Widest first, as a rule (see _within): capacity (most providers have
+    # some), aggregates, traits (required ones are often rare).
+    sets = [with_capacity(rc_id, amount) for rc_id, amount in filters.resources]
     if filters.member_of:
-        conditions.append(in_an_aggregate_of_each(list(filters.member_of)))
-    if filters.forbidden_aggregates:
-        conditions.append(sa.not_(in_any_aggregate(filters.forbidden_aggregates)))
-    conditions.extend(has_capacity(rc_id, amount) for rc_id, amount in filters.resources)
+        sets.append(in_an_aggregate_of_each(list(filters.member_of)))
     if filters.required_traits:
-        conditions.append(has_a_trait_of_each(list(filters.required_traits)))
+        sets.append(with_a_trait_of_each(list(filters.required_traits)))
+    if sets:
+        conditions.append(_within(sets))
+    if filters.forbidden_aggregates:
+        conditions.append(sa.not_(_rp.c.id.in_(in_any_aggregate(filters.forbidden_aggregates))))
     if filters.forbidden_traits:
-        conditions.append(sa.not_(has_any_trait(filters.forbidden_traits)))
+        conditions.append(sa.not_(_rp.c.id.in_(with_any_trait(filters.forbidden_traits))))
     return _providers_where(conditions)

@@ -42,12 +42,18 @@ def _traits(connection: sa.engine.Connection, query: sa.Select) -> list[Trait]:
     return [Trait(**row._mapping) for row in connection.execute(query.order_by(_trait.c.id))]
 
 
+# Built once: the resource trackers' sharing-provider lists name a trait
+# several times a second, and building the statement cost more than running it.
+_IDS_BY_NAME = sa.select(_trait.c.name, _trait.c.id).where(
+    _trait.c.name.in_(sa.bindparam("names", expanding=True)))
+
+
 def ids_from_names(connection: sa.engine.Connection, names: Iterable[str]) -> dict[str, int]:
     """{name: id} for every name; NotFound listing the unknown ones."""
     names = list(dict.fromkeys(names))
     if not names:
         return {}
-    rows = connection.execute(sa.select(_trait.c.name, _trait.c.id).where(_trait.c.name.in_(names)))
+    rows = connection.execute(_IDS_BY_NAME, {"names": names})
     found = {row.name: row.id for row in rows}
     missing = [name for name in names if name not in found]
     if missing:

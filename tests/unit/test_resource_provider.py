@@ -164,17 +164,43 @@ def test_delete_refuses_parents_before_allocations(db):
         rp_obj.delete(conn, root.uuid)
 
 
-def test_filter_conditions_are_reusable_in_other_queries(db):
+def test_filter_sets_are_selects_of_provider_ids(db):
     full = make(db, "full")
     roomy = make(db, "roomy")
     with db.writer() as conn:
         insert_inventory(conn, full.id, VCPU, total=2, max_unit=2)
         insert_inventory(conn, roomy.id, VCPU, total=2, max_unit=2, allocation_ratio=4.0)
         insert_allocation(conn, full.id, VCPU, new_uuid(), 2)
-    provider_ids = sa.select(tables.resource_providers.c.id)
     with db.reader() as conn:
-        capable = set(conn.scalars(provider_ids.where(rp_obj.has_capacity(VCPU, 2))))
-    assert capable == {roomy.id}
+        assert set(conn.scalars(rp_obj.with_capacity(VCPU, 2))) == {roomy.id}
+
+
+def test_nested_filter_sets_keep_the_providers_in_all_of_them(db):
+    """Capacity, two aggregate sets (a grouped select) and two trait sets,
+    each narrowed to the next: only a provider in every set is listed."""
+    names = ["all", "no_room", "one_aggregate", "no_avx"]
+    providers = {name: make(db, name) for name in names}
+    first, second = new_uuid(), new_uuid()
+    with db.writer() as conn:
+        for name, provider in providers.items():
+            used = 4 if name == "no_room" else 0
+            insert_inventory(conn, provider.id, VCPU, total=4, max_unit=4)
+            if used:
+                insert_allocation(conn, provider.id, VCPU, new_uuid(), used)
+            aggregate_obj.replace(conn, provider,
+                                  [first] if name == "one_aggregate" else [first, second])
+            traits = ["HW_CPU_X86_SSE"] + ([] if name == "no_avx" else ["HW_CPU_X86_AVX"])
+            trait_obj.replace_for_provider(conn, provider, traits)
+        trait_ids = trait_obj.ids_from_names(conn, ["HW_CPU_X86_SSE", "HW_CPU_X86_AVX"])
+    filters = rp_obj.ProviderFilters(
+        resources={VCPU: 2}, member_of=[{first}, {second}],
+        required_traits=[{trait_ids["HW_CPU_X86_SSE"]}, {trait_ids["HW_CPU_X86_AVX"]}])
+    with db.reader() as conn:
+        assert [provider.name for provider in rp_obj.list_providers(conn, filters)] == ["all"]
+        single = dataclasses.replace(filters, member_of=[{first}],
+                                     required_traits=[{trait_ids["HW_CPU_X86_SSE"]}])
+        assert [provider.name for provider in rp_obj.list_providers(conn, single)] == [
+            "all", "one_aggregate", "no_avx"]
 
 
 def test_list_filters_combine(db):
