@@ -7,6 +7,7 @@ builds WebOb requests and responses adds to the cost of every request."""
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Callable, Collection
 
@@ -206,3 +207,44 @@ class MetricsEndpoint:
                 "The method specified is not allowed for this resource.",
                 headers=[("Allow", "GET, HEAD")])(environ, start_response)
         return self.exposition(environ, start_response)
+
+
+# Answers up to this size fit the default send buffer of a connection to
+# uwsgi's router (net.core.wmem_default, 208 kB on Linux).
+ROUTER_PIECE_BYTES = 200_000
+
+
+class AnswerInOnePiece:
+    """Under uwsgi's HTTP router: a large answer's connection to the router
+    gets a send buffer as large as the answer (``connection_fd`` gives the
+    request's socket), so that the whole answer reaches the router at once.
+    The router writes each piece it reads to the client straight away, on a
+    connection where it leaves Nagle's algorithm on: the last, partial
+    segment of a piece then waits for the client's delayed acknowledgement
+    of the previous piece's, about 40 ms. A list of 900 providers (670 kB)
+    came in four pieces, and one answer in ten waited so. The kernel caps
+    the buffer at net.core.wmem_max."""
+
+    def __init__(self, application: Callable, connection_fd: Callable[[], int]):
+        self.application = application
+        self.connection_fd = connection_fd
+
+    def __call__(self, environ: dict, start_response: Callable):
+        def sized(status, headers, exc_info=None):
+            length = next((value for name, value in headers
+                           if name.lower() == "content-length"), "")
+            if length.isdigit() and int(length) > ROUTER_PIECE_BYTES:
+                _grow_send_buffer(self.connection_fd(), int(length))
+            return start_response(status, headers, exc_info)
+
+        return self.application(environ, sized)
+
+
+def _grow_send_buffer(fd: int, size: int) -> None:
+    connection = socket.socket(fileno=fd)
+    try:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+    except OSError:  # only ever a wait saved: the answer goes out anyway
+        pass
+    finally:
+        connection.detach()  # the server's socket: not ours to close

@@ -8,13 +8,23 @@ from __future__ import annotations
 from oslo_log import log as logging
 
 from placement import conf as placement_conf
-from placement import deploy
+from placement import deploy, middleware
+
+
+def _served_by(application):
+    """The application as the server running it needs it: under uwsgi, large
+    answers go to its router in one piece (middleware.AnswerInOnePiece)."""
+    try:
+        import uwsgi  # only importable inside uwsgi's processes
+    except ImportError:
+        return application
+    return middleware.AnswerInOnePiece(application, uwsgi.connection_fd)
 
 
 def init_application():
     conf = placement_conf.build_conf()
     logging.setup(conf, "placement")
-    application = deploy.build_app(conf, load_provider_copy=True)
+    application = _served_by(deploy.build_app(conf, load_provider_copy=True))
     deploy.settle_memory()
     return application
 

@@ -3,6 +3,8 @@ application that records what it received."""
 
 from __future__ import annotations
 
+import socket
+
 import webob
 
 from placement import middleware
@@ -63,3 +65,29 @@ def test_noauth_sets_the_identity_headers():
                         ).get_response(middleware.NoAuth(recording_app(seen)))
     assert (seen["HTTP_X_USER_ID"], seen["HTTP_X_PROJECT_ID"], seen["HTTP_X_ROLES"]) == (
         "alice", "p1", "")
+
+
+def _send_buffer(connection: socket.socket) -> int:
+    return connection.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+
+def test_a_large_answer_gets_a_send_buffer_as_large_and_a_small_one_none():
+    """AnswerInOnePiece on a real socket pair standing in for uwsgi's
+    connection to its router."""
+    worker_end, router_end = socket.socketpair()
+    with worker_end, router_end:
+        default = _send_buffer(worker_end)
+        layer = middleware.AnswerInOnePiece(
+            recording_app({}, [("Content-Length", "1000")]), worker_end.fileno)
+        webob.Request.blank("/").get_response(layer)
+        assert _send_buffer(worker_end) == default
+        large = 3 * middleware.ROUTER_PIECE_BYTES
+        assert default < large
+        layer = middleware.AnswerInOnePiece(
+            recording_app({}, [("Content-Length", str(large))]), worker_end.fileno)
+        response = webob.Request.blank("/").get_response(layer)
+        assert response.body == b"ok"
+        # Linux doubles what it is given, up to net.core.wmem_max
+        assert _send_buffer(worker_end) > default
+        worker_end.send(b"still open")  # the layer left the socket to its owner
+        assert router_end.recv(100) == b"still open"
