@@ -65,10 +65,10 @@ class RequestId:
 
         result = self.application(environ, stamp_request_id)
         _REQUEST_LOG.info('%(method)s %(path)s status: %(status)s time: %(seconds).4f',
-                 {"method": environ.get("REQUEST_METHOD"),
-                  "path": environ.get("PATH_INFO"),
-                  "status": captured.get("status", "-").split(" ")[0],
-                  "seconds": time.monotonic() - started})
+                          {"method": environ.get("REQUEST_METHOD"),
+                           "path": environ.get("PATH_INFO"),
+                           "status": captured.get("status", "-").split(" ")[0],
+                           "seconds": time.monotonic() - started})
         return result
 
 

@@ -183,10 +183,9 @@ def test_nested_filter_sets_keep_the_providers_in_all_of_them(db):
     first, second = new_uuid(), new_uuid()
     with db.writer() as conn:
         for name, provider in providers.items():
-            used = 4 if name == "no_room" else 0
             insert_inventory(conn, provider.id, VCPU, total=4, max_unit=4)
-            if used:
-                insert_allocation(conn, provider.id, VCPU, new_uuid(), used)
+            if name == "no_room":
+                insert_allocation(conn, provider.id, VCPU, new_uuid(), 4)
             aggregate_obj.replace(conn, provider,
                                   [first] if name == "one_aggregate" else [first, second])
             traits = ["HW_CPU_X86_SSE"] + ([] if name == "no_avx" else ["HW_CPU_X86_AVX"])
