@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import itertools
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -131,6 +131,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
         return kept.candidates
     metrics.count_kept_answer("allocation_candidates", "none" if kept is None else "stale")
     results = search(world, groups, options)
+    world.keep_empty_run()
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
     candidates = Candidates([_allocation_request(world, result) for result in results],
@@ -289,6 +290,30 @@ class _KeptResults(_KeptAt):
         self.complete = False  # all of them, or only the first ones
 
 
+class _EmptyRun(Key["_KeptRun"]):
+    """The first anchors, in the search's order, that gave requests of one
+    shape no result."""
+    # shape: tuple
+    __slots__ = ()
+
+
+class _KeptRun:
+    """Anchors that gave no result, with what they gave none from: the
+    members of each, and the records and usages of all of them (each
+    provider once, in id order)."""
+
+    __slots__ = ("anchors", "member_ids", "provider_ids", "members", "usages")
+
+    def __init__(self, anchors: tuple[int, ...], member_ids: tuple[tuple[int, ...], ...],
+                 provider_ids: tuple[int, ...], members: tuple[CachedProvider, ...],
+                 usages: tuple):
+        self.anchors = anchors
+        self.member_ids = member_ids
+        self.provider_ids = provider_ids
+        self.members = members
+        self.usages = usages
+
+
 # A read of usages: the providers and classes named (None: any), and the
 # amounts it gave, by (provider id, class id).
 _UsageRead = tuple[list[int] | None, list[int] | None, dict[tuple[int, int], int]]
@@ -435,6 +460,12 @@ class SnapshotWorld(World):
         self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
+        # The anchors, from the first, that gave no result (the search takes
+        # them in id order), while ``_run_open``; the kept run this search
+        # skipped, if any (see anchors).
+        self._empty_run: list[int] = []
+        self._run_open = False
+        self._skipped: _KeptRun | None = None
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
                for group in groups if group.resources):
             self._anchor_ids: tuple[int, ...] = ()  # a group with no possible provider
@@ -455,8 +486,26 @@ class SnapshotWorld(World):
         # and grow fourfold, so that what is loaded for nothing stays small
         # next to what the search needed, in a few queries.
         anchor_ids = self._anchor_ids
-        order = random_order(anchor_ids) if randomize else iter(anchor_ids)
         size, remaining = self._first_batch or len(anchor_ids), len(anchor_ids)
+        if randomize:
+            order = random_order(anchor_ids)
+        else:
+            # The first anchors of earlier searches, full trees for instance,
+            # are passed over at once while they would give nothing again:
+            # checked together, not one by one.
+            self._run_open = True
+            run = self._snapshot.kept.get(_EmptyRun(self.shape))
+            order = iter(anchor_ids)
+            if run is not None and anchor_ids[:len(run.anchors)] == run.anchors:
+                batch = list(itertools.islice(order, len(run.anchors)))
+                remaining -= len(batch)
+                self._add_trees(batch, every=not remaining)
+                if self._still_empty(run):
+                    self._skipped = run
+                    self._empty_run.extend(batch)
+                    metrics.count_skipped_trees(len(batch))
+                else:
+                    yield from batch
         while remaining:
             if 2 * size >= remaining:
                 size = remaining  # two batches would read more usages than one
@@ -558,9 +607,50 @@ class SnapshotWorld(World):
     def _new_members(self, root_id: int) -> list[Provider]:
         return [self.providers[provider_id] for provider_id in self._member_ids[root_id]]
 
+    # Where nothing fitted, nothing fits while the providers are the same
+    # and none of their usages went down: every check of the search asks
+    # for free capacity, which more usage only takes away. So an anchor, or
+    # a run of anchors, that gave no result is not searched again while
+    # its members' records are the same and their usages only grew (a
+    # compute filling up, its sharing disk still taking claims of others).
+
+    def _only_grew(self, usages: tuple) -> bool:
+        """Is every usage of ``usages`` ((provider, class, used) as a kept
+        entry holds them) at least as high now?"""
+        used = self._used
+        return all(used.get((provider_id, class_id), 0) >= amount
+                   for provider_id, class_id, amount in usages)
+
+    def _still_empty(self, run: _KeptRun) -> bool:
+        """Would the anchors of ``run`` (loaded) give nothing again?"""
+        member_ids = tuple(self._member_ids[anchor] for anchor in run.anchors)
+        return (member_ids == run.member_ids
+                and tuple(map(self._snapshot.providers.__getitem__,
+                              run.provider_ids)) == run.members
+                and self._only_grew(run.usages))
+
+    def keep_empty_run(self) -> None:
+        """Keep the first anchors that gave this search no result, for the
+        next search of its shape (once it is done: the run is what it
+        searched)."""
+        run = self._empty_run
+        if not run or (self._skipped is not None and len(run) == len(self._skipped.anchors)):
+            return
+        member_ids = tuple(self._member_ids[anchor] for anchor in run)
+        provider_ids = tuple(sorted({provider_id for ids in member_ids for provider_id in ids}))
+        members, usages = self._records_and_usages(provider_ids)
+        self._snapshot.kept.put(_EmptyRun(self.shape),
+                                _KeptRun(tuple(run), member_ids, provider_ids, members, usages),
+                                kept_bytes(len(usages)) + _MEMBERS_BYTES * len(run)
+                                + _MEMBER_BYTES * len(provider_ids))
+
     def _member_state(self, root_id: int) -> tuple[tuple[CachedProvider, ...], tuple]:
         """The records of the members of ``root_id`` and their usages."""
-        member_ids = self._member_ids[root_id]
+        return self._records_and_usages(self._member_ids[root_id])
+
+    def _records_and_usages(self, member_ids: Collection[int]
+                            ) -> tuple[tuple[CachedProvider, ...], tuple]:
+        """The records of these providers, and their usages."""
         records = tuple(map(self._snapshot.providers.__getitem__, member_ids))
         using = self._using
         if using.isdisjoint(member_ids):
@@ -586,7 +676,16 @@ class SnapshotWorld(World):
             store.put(key, kept, kept_bytes(len(usages), kept.results))
 
         kept = store.get(key)
-        if kept is not None and kept.valid_for(members, usages):
+        if kept is None:
+            self._run_open = False
+            return search_and_keep()
+        if (kept.complete and not kept.results and kept.members == members
+                and self._only_grew(kept.usages)):
+            if self._run_open:
+                self._empty_run.append(anchor)
+            return iter(())
+        self._run_open = False
+        if kept.valid_for(members, usages):
             return _from_kept(kept, search_and_keep)
         return search_and_keep()
 
