@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import webob.exc
 from oslo_context import context as oslo_context
@@ -41,7 +41,7 @@ class RequestId:
     """Gives each request a ``req-<uuid>`` id, returned in
     ``x-openstack-request-id`` (a valid inbound one is kept as the global
     request id, as oslo.middleware does); makes JSON the default error
-    format; and logs one line per request."""
+    format; and logs one line per request, once the answer is sent."""
 
     def __init__(self, application: Callable):
         self.application = application
@@ -63,13 +63,39 @@ class RequestId:
                 headers = [*headers, (request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)]
             return start_response(status, headers, exc_info)
 
-        result = self.application(environ, stamp_request_id)
-        _REQUEST_LOG.info('%(method)s %(path)s status: %(status)s time: %(seconds).4f',
-                          {"method": environ.get("REQUEST_METHOD"),
-                           "path": environ.get("PATH_INFO"),
-                           "status": captured.get("status", "-").split(" ")[0],
-                           "seconds": time.monotonic() - started})
-        return result
+        answer = self.application(environ, stamp_request_id)
+        return _ThenLogged(answer, {
+            "method": environ.get("REQUEST_METHOD"), "path": environ.get("PATH_INFO"),
+            "status": captured.get("status", "-").split(" ")[0],
+            "seconds": time.monotonic() - started})
+
+
+class _ThenLogged:
+    """An answer whose request line is logged when the server is done with
+    it: WSGI servers call ``close`` once the body is sent (under uwsgi,
+    after HangUpBeforeClose has let the router go)."""
+
+    __slots__ = ("answer", "line")
+
+    def __init__(self, answer: Iterable[bytes], line: dict):
+        self.answer = answer
+        self.line = line
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.answer)
+
+    def close(self) -> None:
+        try:
+            _close(self.answer)
+        finally:
+            _REQUEST_LOG.info("%(method)s %(path)s status: %(status)s time: %(seconds).4f",
+                              self.line)
+
+
+def _close(answer: Iterable[bytes]) -> None:
+    close = getattr(answer, "close", None)
+    if close is not None:
+        close()
 
 
 def _unauthorized(environ: dict, start_response: Callable):
@@ -238,6 +264,40 @@ class AnswerInOnePiece:
             return start_response(status, headers, exc_info)
 
         return self.application(environ, sized)
+
+
+class HangUpBeforeClose:
+    """Under uwsgi's HTTP router: the worker closes its connection to the
+    router (``disconnect``) as soon as the answer is sent, before the
+    answer's ``close`` logs the request line. The router takes the next
+    request of a kept-alive client connection only once the worker has
+    closed the previous one's: the request line (about a fifth of a small
+    request's work in a worker) is then written while the client's next
+    request goes to another worker, no longer in the client's wait."""
+
+    def __init__(self, application: Callable, disconnect: Callable[[], None]):
+        self.application = application
+        self.disconnect = disconnect
+
+    def __call__(self, environ: dict, start_response: Callable):
+        return _HungUpFirst(self.application(environ, start_response), self.disconnect)
+
+
+class _HungUpFirst:
+    __slots__ = ("answer", "disconnect")
+
+    def __init__(self, answer: Iterable[bytes], disconnect: Callable[[], None]):
+        self.answer = answer
+        self.disconnect = disconnect
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.answer)
+
+    def close(self) -> None:
+        try:
+            self.disconnect()
+        finally:
+            _close(self.answer)
 
 
 def _grow_send_buffer(fd: int, size: int) -> None:

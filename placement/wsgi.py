@@ -12,13 +12,16 @@ from placement import deploy, middleware
 
 
 def _served_by(application):
-    """The application as the server running it needs it: under uwsgi, large
-    answers go to its router in one piece (middleware.AnswerInOnePiece)."""
+    """The application as the server running it needs it: under uwsgi, the
+    router gets large answers in one piece (middleware.AnswerInOnePiece) and
+    every answer's end before its request line is logged
+    (middleware.HangUpBeforeClose)."""
     try:
         import uwsgi  # only importable inside uwsgi's processes
     except ImportError:
         return application
-    return middleware.AnswerInOnePiece(application, uwsgi.connection_fd)
+    return middleware.HangUpBeforeClose(
+        middleware.AnswerInOnePiece(application, uwsgi.connection_fd), uwsgi.disconnect)
 
 
 def init_application():

@@ -115,6 +115,18 @@ def test_more_open_connections_than_workers_are_all_served(uwsgi):
             connection.close()
 
 
+def test_every_request_is_logged_once_answered(uwsgi):
+    """The request line is written after the worker let the router go
+    (middleware.HangUpBeforeClose): once per request, status included."""
+    path = f"/resource_providers/{uuid.uuid4()}"
+    for _ in range(3):
+        status, _, _ = ops.request(uwsgi.url + path, headers={"X-Auth-Token": "admin"})
+        assert status == 404
+    line = f"GET {path} status: 404 time: "
+    uwsgi.wait_for_output(line, count=3)
+    assert uwsgi.output().count(line) == 3, uwsgi.output()
+
+
 def test_concurrent_requests(uwsgi):
     def fetch(number):
         version = f"1.{number % 40}"

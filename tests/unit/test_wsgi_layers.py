@@ -91,3 +91,53 @@ def test_a_large_answer_gets_a_send_buffer_as_large_and_a_small_one_none():
         assert _send_buffer(worker_end) > default
         worker_end.send(b"still open")  # the layer left the socket to its owner
         assert router_end.recv(100) == b"still open"
+
+
+class _Answer(list):
+    """An application's answer that records its close."""
+
+    def __init__(self, events: list[str]):
+        super().__init__([b"ok"])
+        self.events = events
+
+    def close(self) -> None:
+        self.events.append("answer closed")
+
+
+def _served(layer, events: list[str]) -> bytes:
+    """``layer`` driven as a WSGI server drives it: the body read, then
+    ``close``."""
+    environ = webob.Request.blank("/resource_providers").environ
+    answer = layer(environ, lambda status, headers, exc_info=None: events.append(status))
+    body = b"".join(answer)
+    events.append("body sent")
+    answer.close()
+    return body
+
+
+def test_the_request_line_is_logged_once_the_server_closes_the_answer(caplog):
+    events: list[str] = []
+
+    def application(environ, start_response):
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return _Answer(events)
+
+    with caplog.at_level("INFO", logger="placement.middleware"):
+        body = _served(middleware.RequestId(application), events)
+        logged = [record.getMessage() for record in caplog.records]
+    assert body == b"ok"
+    assert events == ["404 Not Found", "body sent", "answer closed"]
+    assert len(logged) == 1
+    assert logged[0].startswith("GET /resource_providers status: 404 time: 0.")
+
+
+def test_under_uwsgi_the_router_is_let_go_before_the_answer_is_closed():
+    events: list[str] = []
+
+    def application(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return _Answer(events)
+
+    layer = middleware.HangUpBeforeClose(application, lambda: events.append("disconnected"))
+    assert _served(layer, events) == b"ok"
+    assert events == ["200 OK", "body sent", "disconnected", "answer closed"]
