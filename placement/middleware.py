@@ -6,6 +6,7 @@ builds WebOb requests and responses adds to the cost of every request."""
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import time
@@ -24,6 +25,7 @@ LOG = logging.getLogger(__name__)
 # the adapter's keyword handling is of no use to it, and it is written once
 # per request (oslo.log's formatters and handlers still do the rest).
 _REQUEST_LOG = LOG.logger
+_REQUEST_LINE = "%(method)s %(path)s status: %(status)s time: %(seconds).4f"
 
 ROOT_PATHS = ("", "/")
 # The OpenAPI document describes the API, not its data: served to anyone.
@@ -64,38 +66,43 @@ class RequestId:
             return start_response(status, headers, exc_info)
 
         answer = self.application(environ, stamp_request_id)
-        return _ThenLogged(answer, {
+        # logged once the answer is sent (under uwsgi, once the router was
+        # let go: HangUpBeforeClose)
+        return _ClosedWith(answer, after=functools.partial(_REQUEST_LOG.info, _REQUEST_LINE, {
             "method": environ.get("REQUEST_METHOD"), "path": environ.get("PATH_INFO"),
             "status": captured.get("status", "-").split(" ")[0],
-            "seconds": time.monotonic() - started})
+            "seconds": time.monotonic() - started}))
 
 
-class _ThenLogged:
-    """An answer whose request line is logged when the server is done with
-    it: WSGI servers call ``close`` once the body is sent (under uwsgi,
-    after HangUpBeforeClose has let the router go)."""
+def _nothing() -> None:
+    pass
 
-    __slots__ = ("answer", "line")
 
-    def __init__(self, answer: Iterable[bytes], line: dict):
+class _ClosedWith:
+    """An answer with ``before`` run before its own ``close`` and ``after``
+    after it: WSGI servers call ``close`` once the body is sent."""
+
+    __slots__ = ("answer", "before", "after")
+
+    def __init__(self, answer: Iterable[bytes], before: Callable[[], None] = _nothing,
+                 after: Callable[[], None] = _nothing):
         self.answer = answer
-        self.line = line
+        self.before = before
+        self.after = after
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.answer)
 
     def close(self) -> None:
         try:
-            _close(self.answer)
+            self.before()
         finally:
-            _REQUEST_LOG.info("%(method)s %(path)s status: %(status)s time: %(seconds).4f",
-                              self.line)
-
-
-def _close(answer: Iterable[bytes]) -> None:
-    close = getattr(answer, "close", None)
-    if close is not None:
-        close()
+            try:
+                close = getattr(self.answer, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                self.after()
 
 
 def _unauthorized(environ: dict, start_response: Callable):
@@ -280,24 +287,7 @@ class HangUpBeforeClose:
         self.disconnect = disconnect
 
     def __call__(self, environ: dict, start_response: Callable):
-        return _HungUpFirst(self.application(environ, start_response), self.disconnect)
-
-
-class _HungUpFirst:
-    __slots__ = ("answer", "disconnect")
-
-    def __init__(self, answer: Iterable[bytes], disconnect: Callable[[], None]):
-        self.answer = answer
-        self.disconnect = disconnect
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.answer)
-
-    def close(self) -> None:
-        try:
-            self.disconnect()
-        finally:
-            _close(self.answer)
+        return _ClosedWith(self.application(environ, start_response), before=self.disconnect)
 
 
 def _grow_send_buffer(fd: int, size: int) -> None:
