@@ -461,11 +461,11 @@ class SnapshotWorld(World):
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
         # The anchors, from the first, that gave no result (the search takes
-        # them in id order), while ``_run_open``; the kept run this search
-        # skipped, if any (see anchors).
+        # them in id order), while ``_run_open``; how many of them were a
+        # kept run this search skipped (see anchors).
         self._empty_run: list[int] = []
         self._run_open = False
-        self._skipped: _KeptRun | None = None
+        self._skipped_run = 0
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
                for group in groups if group.resources):
             self._anchor_ids: tuple[int, ...] = ()  # a group with no possible provider
@@ -501,7 +501,7 @@ class SnapshotWorld(World):
                 remaining -= len(batch)
                 self._add_trees(batch, every=not remaining)
                 if self._still_empty(run):
-                    self._skipped = run
+                    self._skipped_run = len(batch)
                     self._empty_run.extend(batch)
                     metrics.count_skipped_trees(len(batch))
                 else:
@@ -634,7 +634,7 @@ class SnapshotWorld(World):
         next search of its shape (once it is done: the run is what it
         searched)."""
         run = self._empty_run
-        if not run or (self._skipped is not None and len(run) == len(self._skipped.anchors)):
+        if len(run) == self._skipped_run:  # none, or only the kept one again
             return
         member_ids = tuple(self._member_ids[anchor] for anchor in run)
         provider_ids = tuple(sorted({provider_id for ids in member_ids for provider_id in ids}))
