@@ -36,7 +36,7 @@ class RequestContext(context.RequestContext):
 
     def _credentials(self) -> dict:
         credentials = dict(self.to_policy_values())
-        if not self.conf.oslo_policy.enforce_scope:
+        if not self.enforcer.scope_enforced:
             # Without scope enforcement a system-scoped token is judged by
             # its roles alone, as oslo.policy did before it always enforced.
             credentials.pop("system_scope", None)

@@ -59,6 +59,16 @@ def test_edited_policy_file_is_picked_up_after_the_interval(tmp_path, clock):
     assert not enforcer.allows("placement:traits:list", TARGET, dict(MEMBER))
 
 
+def test_scope_setting_is_read_again_with_the_rules(tmp_path, clock):
+    enforcer, _ = enforcer_with_file(tmp_path, {})
+    assert enforcer.scope_enforced
+    enforcer.conf.set_override("enforce_scope", False, group="oslo_policy")
+    clock.now += enforcer.RULES_CHECK_INTERVAL / 2
+    assert enforcer.scope_enforced
+    clock.now += enforcer.RULES_CHECK_INTERVAL
+    assert not enforcer.scope_enforced
+
+
 def test_decisions_depend_on_target_and_credentials(tmp_path, clock):
     enforcer, _ = enforcer_with_file(
         tmp_path, {"placement:usages": "role:admin or project_id:%(project_id)s"})
