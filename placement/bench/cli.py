@@ -45,6 +45,11 @@ def _cloud_query(name: str) -> Callable[[Target], Callable]:
     return paths
 
 
+def _cold(name: str, concurrency: int) -> Cell:
+    return Cell(name, "cloud", concurrency, lambda target, limits, ledger: scenarios.cold_cell(
+        name, concurrency, target, limits, ledger))
+
+
 def _random_usages(target: Target) -> Callable:
     providers = target.cloud.all_providers
     return lambda worker: f"/resource_providers/{worker.rng.choice(providers)}/usages"
@@ -62,6 +67,9 @@ CELLS = [
     *(_read(name, concurrency, _cloud_query(name))
       for name in ("a.basic", "a.traits-member-of", "a.nested-granular")
       for concurrency in (1, 4)),
+    *(_cold(name, concurrency) for name in ("a.cold-plain", "a.cold-filtered")
+      for concurrency in (1, 4)),
+    _cold("a.cold-claims", 4),
     _read("d.providers-with-capacity", 1, _cloud_query("d.providers-with-capacity")),
     _read("d.usages", 1, _random_usages),
     _read("d.usages", 4, _random_usages),

@@ -194,6 +194,94 @@ def read_cell(name: str, concurrency: int, target: Target, limits: Limits,
     return result
 
 
+# -- a.cold: every request a new shape -----------------------------------------
+#
+# A scheduler rarely asks the same thing twice while nothing moved: flavors
+# differ, and so do the traits and aggregates a request names. These cells
+# draw every request at random (from the worker's seeded generator: the same
+# sequence for every service measured), so that no kept answer serves it.
+
+COLD_TRAITS = ("HW_CPU_X86_AVX2", "CUSTOM_GOLD")
+# Claims a cold-claims worker keeps at once: older ones are deleted, so that
+# usages keep moving and the cloud ends as it began.
+COLD_CLAIMS_KEPT = 10
+
+
+def cold_query(rng: random.Random, aggregates: list[str], filtered: bool) -> str:
+    """A candidates request of a random flavor (VCPU 1-16, MEMORY_MB
+    512-32768, DISK_GB 10-200, Nova's limit of 1000); ``filtered``: also one
+    or two of the cloud's traits, each required or (three times in ten)
+    forbidden, and ``member_of=in:`` 1 to 5 of its 10 aggregates."""
+    params = {"resources": f"VCPU:{rng.randint(1, 16)},MEMORY_MB:{rng.randint(512, 32768)},"
+                           f"DISK_GB:{rng.randint(10, 200)}",
+              "limit": "1000"}
+    if filtered:
+        traits = rng.sample(COLD_TRAITS, rng.randint(1, 2))
+        params["required"] = ",".join(("!" if rng.random() < 0.3 else "") + name
+                                      for name in traits)
+        params["member_of"] = "in:" + ",".join(rng.sample(aggregates, rng.randint(1, 5)))
+    return candidates_query(**params)
+
+
+def cold_claim(worker: Worker, aggregates: list[str]) -> None:
+    """A scheduler placing an instance of a new shape: candidates (plain or
+    filtered, in turn), then the claim of one of them at random, the way
+    Nova picks among weighed hosts; past COLD_CLAIMS_KEPT claims the oldest
+    is deleted. Every read sees usages other claims just moved."""
+    filtered = len(worker.samples["candidates"].latencies) % 2 == 1
+    candidates = worker.client.get(cold_query(worker.rng, aggregates, filtered))
+    worker.samples["candidates"].add(candidates.seconds, candidates.status,
+                                     candidates.status == 200, candidates.body)
+    requests = candidates.json()["allocation_requests"] if candidates.status == 200 else []
+    if not requests:
+        return
+    allocations = worker.rng.choice(requests)["allocations"]
+    consumer = str(uuid.uuid4())
+    response = worker.client.put(f"/allocations/{consumer}", claim_body(allocations))
+    # 409: another worker took the room first
+    worker.samples["put"].add(response.seconds, response.status,
+                              response.status in (204, 409), response.body)
+    if response.status == 204:
+        worker.touched_providers.update(allocations)
+        worker.claims.append((consumer, resources_of(allocations)))
+    while len(worker.claims) > COLD_CLAIMS_KEPT:
+        delete_claim(worker, worker.claims.pop(0)[0])
+
+
+def delete_claim(worker: Worker, consumer: str) -> None:
+    response = worker.client.request("DELETE", f"/allocations/{consumer}")
+    worker.samples["delete"].add(response.seconds, response.status, response.status == 204,
+                                 response.body)
+
+
+def cold_cell(name: str, concurrency: int, target: Target, limits: Limits,
+              ledger: Ledger) -> dict[str, Any]:
+    """``a.cold-plain`` and ``a.cold-filtered``: reads of random shapes;
+    ``a.cold-claims``: each read followed by a claim (see cold_claim), the
+    rate counting the reads. Afterwards every claim is deleted and the
+    touched providers' usages must be what they were."""
+    aggregates = target.cloud.aggregates
+    if name == "a.cold-claims":
+        run = run_closed_loop(target, concurrency, limits,
+                              lambda worker: cold_claim(worker, aggregates))
+        for worker in run.workers:
+            for consumer, _ in worker.claims:
+                delete_claim(worker, consumer)
+            worker.client.close()
+        result = cell_result(name, concurrency, run, "candidates",
+                             parts=("put", "delete"))
+        touched = set().union(*(worker.touched_providers for worker in run.workers))
+        result["verification"] = verify_claims(target, [], [], ledger, touched)
+        result["notes"] = "random shapes, a claim after each read"
+        return result
+    filtered = name == "a.cold-filtered"
+    run = run_closed_loop(target, concurrency, limits, lambda worker: timed_get(
+        worker, cold_query(worker.rng, aggregates, filtered)))
+    result = cell_result(name, concurrency, run, "get")
+    result["notes"] = "every request a new shape"
+    return result
+
+
 # -- b, c: writes -------------------------------------------------------------
 
 STORM_QUERY = candidates_query(resources="VCPU:2,MEMORY_MB:2048,DISK_GB:20", limit="10")
