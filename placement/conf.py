@@ -108,7 +108,9 @@ placement_opts = [
             ("depth-first", "Exhaust one anchor tree before moving to the next."),
             ("breadth-first", "Take candidates from every anchor tree in turn."),
         ],
-        help="Order in which candidates are generated across provider trees.",
+        help="Order in which the first max_allocation_candidates candidates are "
+        "generated across provider trees (a limit alone takes candidates from the "
+        "trees in turn, whatever this says).",
     ),
     cfg.IntOpt(
         "allocation_candidates_cache_mb",

@@ -72,11 +72,6 @@ class _Instruments:
                 "resources by what was kept of an earlier answer to the same list: given "
                 "again, stale, or none.", ["outcome"]),
         }
-        self.skipped_trees = Counter(
-            "placement_allocation_candidates_skipped_trees", "Trees candidates searches "
-            "passed over at once: the first trees in the search's order that gave an "
-            "earlier search of the same kind no candidate, with the same providers and "
-            "usages since.")
         self.provider_cache_refreshes = Counter(
             "placement_provider_cache_refreshes", "Refreshes of the per-process provider "
             "copy: full reloads and incremental refreshes.", ["kind"])
@@ -171,12 +166,6 @@ def count_kept_answer(answers: str, outcome: str) -> None:
     instruments = _instruments
     if instruments is not None:
         instruments.kept_answers[answers].labels(outcome).inc()
-
-
-def count_skipped_trees(trees: int) -> None:
-    instruments = _instruments
-    if instruments is not None:
-        instruments.skipped_trees.inc(trees)
 
 
 def count_retry(reason: str) -> None:

@@ -31,6 +31,7 @@ from placement.candidates.filters import AggregateFilter, TraitFilter
 
 if TYPE_CHECKING:  # the search imports this module
     from placement.candidates.search import Provider, RequestGroup
+    from placement.objects.inventory import InventoryUsage
 
 # What rules a provider out: (reason, detail). The reason is the
 # constraint, or, for capacity, which part of it; the detail is written
@@ -94,6 +95,18 @@ def group_checks(group: RequestGroup, spread: bool,
     return GroupChecks(spread, resources, filters,
                        tuple(check for check in filters if isinstance(check, Check)),
                        tuple(check for check in filters if isinstance(check, TraitsCheck)))
+
+
+def fits_every_class(inventories: dict[str, InventoryUsage],
+                     amounts: tuple[tuple[str, int], ...]) -> bool:
+    """Does a provider with these ``inventories`` have each (class,
+    amount) of ``amounts``: the class, and room for the amount (the
+    ``inventory`` and ``capacity`` checks of each class, in one call)?"""
+    for class_name, amount in amounts:
+        inventory = inventories.get(class_name)
+        if inventory is None or inventory.misfit(amount) is not None:
+            return False
+    return True
 
 
 def _names(names: set[str] | frozenset[str], separator: str = ", ") -> str:

@@ -423,14 +423,13 @@ def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
                 ) -> tuple[list[TreeStep], dict[int, RuledOut]]:
     """The tree steps with the trees entering and leaving each, and root
     id -> the first one ruling the tree out. A tree with results passes
-    every step; what the others make of them is kept like the search's
-    results (see ``World.anchor_value``)."""
+    every step; the others are diagnosed one by one."""
     with_results = _results_by_anchor(world, results)
     tree_steps = _TreeSteps(world, groups, options)
     anchors = sorted(world.anchor_ids())
     verdicts = {anchor: tree_steps.of_results(anchor, with_results[anchor])
                 if anchor in with_results
-                else world.anchor_value(anchor, "explanation", tree_steps.diagnose)
+                else tree_steps.diagnose(anchor)
                 for anchor in anchors}
     ruled_out: dict[int, RuledOut] = {
         root_id: RuledOut("reachable", "no inventory of a requested class in the tree or a "

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import itertools
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -44,18 +44,11 @@ __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "Re
            "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
 
 
-# Allocation requests and provider summaries are never changed once made:
-# one may serve several requests, while its tree (or provider) and their
-# usages stay the same. ``rendered`` keeps what the API makes of it.
-
-
-@dataclasses.dataclass(slots=True)
-class AllocationRequest:
+class AllocationRequest(NamedTuple):
     # provider uuid -> {resource class: amount}
     allocations: dict[str, dict[str, int]]
     # group suffix -> uuids of the providers that satisfied it
     mappings: dict[str, list[str]]
-    rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,6 +57,9 @@ class ResourceSummary:
     used: int
 
 
+# A provider summary is never changed once made: it serves every request
+# while its provider and usages stay the same. ``rendered`` keeps what the
+# API makes of it.
 @dataclasses.dataclass(slots=True)
 class ProviderSummary:
     uuid: str
@@ -131,7 +127,6 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
         return kept.candidates
     metrics.count_kept_answer("allocation_candidates", "none" if kept is None else "stale")
     results = search(world, groups, options)
-    world.keep_empty_run()
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
     candidates = Candidates([_allocation_request(world, result) for result in results],
@@ -143,16 +138,16 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 
 
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
-    """The request of ``result``, made once per result (results are kept
-    between searches)."""
-    request = result.memo.get(_REQUEST_OF_RESULT)
-    if request is None:
-        request = result.memo.put(_REQUEST_OF_RESULT, _new_allocation_request(world, result))
-    return request
-
-
-def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
     providers = world.providers
+    if len(result.mappings) == 1:
+        (suffix, provider_ids), = result.mappings.items()
+        if len(provider_ids) == 1:
+            # one group, one provider: the most common result, made at once
+            (provider_id,) = provider_ids
+            uuid = providers[provider_id].uuid
+            return AllocationRequest(
+                {uuid: {class_name: amount for _, class_name, amount in result.allocations}},
+                {suffix: [uuid]})
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, class_name, amount in result.allocations:
         uuid = providers[provider_id].uuid
@@ -169,7 +164,7 @@ def _new_allocation_request(world: World, result: Result) -> AllocationRequest:
 
 def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
     # the snapshot's records are shared between requests: never changed in place
-    return dataclasses.replace(inventory_usage, used=used) if used else inventory_usage
+    return inventory_usage.with_used(used) if used else inventory_usage
 
 
 # The fewest anchors a batch loads (see SnapshotWorld.anchors).
@@ -184,8 +179,8 @@ def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
 
 
 def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
-    """What the results at one anchor depend on, besides its members: the
-    groups in order and the options that act within a tree."""
+    """What the search's results depend on, besides the providers and
+    their usages: the groups in order and the options."""
     return (tuple((group.suffix, tuple(group.resources.items()), _filter_key(group.traits),
                    _filter_key(group.aggregates), group.in_tree) for group in groups),
             options.group_policy, _filter_key(options.root_traits),
@@ -194,12 +189,12 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
 
 
 # What find keeps: in a provider record's memo (made from the record and
-# the request's classes), in a result's memo, and in the kept store (made
-# from a root's members and the shape of the request, see SnapshotWorld).
+# the request's classes), and in the kept store (whole answers, made from
+# the snapshot, the usages read and the shape of the request).
 
-class _SearchRecord(Key[Provider]):
-    """The search record of a provider none of the requested classes of
-    which is used."""
+class _SearchRecord(Key["tuple[tuple[int, ...], Provider]"]):
+    """The search record of a provider, with the usages of the requested
+    classes it was made with (() when none is used)."""
     # classes: tuple[tuple[int, str], ...] ((id, name) of the requested classes)
     __slots__ = ()
 
@@ -214,29 +209,6 @@ class _Members(Key["tuple[int, tuple[int, ...]]"]):
 class _Summary(Key["tuple[tuple[int, ...], ProviderSummary]"]):
     """A provider's summary, with the usages it was made with."""
     # only_classes: frozenset[str] | None (None: every class)
-    __slots__ = ()
-
-
-class _RequestOfResult(Key[AllocationRequest]):
-    """The allocation request a result makes."""
-    __slots__ = ()
-
-
-_REQUEST_OF_RESULT = _RequestOfResult()
-
-
-class _ResultsAt(Key["_KeptResults"]):
-    """The results at a root for requests of one shape."""
-    # anchor: int
-    # shape: tuple
-    __slots__ = ()
-
-
-class _ValueAt(Key["_KeptAt"]):
-    """What a caller (``kind``) finds at a root for requests of one shape."""
-    # anchor: int
-    # kind: str
-    # shape: tuple
     __slots__ = ()
 
 
@@ -258,60 +230,6 @@ class _Lazy(dict):
     def __missing__(self, key: int) -> object:
         value = self[key] = self._make(self._owner(), key)
         return value
-
-
-class _KeptAt:
-    """Something found at a root and the members it was found with (their
-    records and usages): it holds while they are the same."""
-
-    __slots__ = ("members", "usages", "value")
-
-    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple,
-                 value: object = None):
-        self.members = members
-        # (provider, class, used) of the members with usages
-        self.usages = usages
-        self.value = value
-
-    def valid_for(self, members: tuple[CachedProvider, ...], usages: tuple) -> bool:
-        # the records are compared by identity first (a provider changed is
-        # a new record), by value only when it changed
-        return usages == self.usages and members == self.members
-
-
-class _KeptResults(_KeptAt):
-    """The results found at a root, as far as a search took them."""
-
-    __slots__ = ("results", "complete")
-
-    def __init__(self, members: tuple[CachedProvider, ...], usages: tuple):
-        super().__init__(members, usages)
-        self.results: list[Result] = []  # in the order the search gives them
-        self.complete = False  # all of them, or only the first ones
-
-
-class _EmptyRun(Key["_KeptRun"]):
-    """The first anchors, in the search's order, that gave requests of one
-    shape no result."""
-    # shape: tuple
-    __slots__ = ()
-
-
-class _KeptRun:
-    """Anchors that gave no result, with what they gave none from: the
-    members of each, and the records and usages of all of them (each
-    provider once, in id order)."""
-
-    __slots__ = ("anchors", "member_ids", "provider_ids", "members", "usages")
-
-    def __init__(self, anchors: tuple[int, ...], member_ids: tuple[tuple[int, ...], ...],
-                 provider_ids: tuple[int, ...], members: tuple[CachedProvider, ...],
-                 usages: tuple):
-        self.anchors = anchors
-        self.member_ids = member_ids
-        self.provider_ids = provider_ids
-        self.members = members
-        self.usages = usages
 
 
 # A read of usages: the providers and classes named (None: any), and the
@@ -345,14 +263,14 @@ class _KeptAnswer:
 
 
 # What the kept store's entries cost, in bytes, as measured
-# (tests/functional/test_kept_memory.py): an entry with its key and its
-# members' tuple; a usage it was made with; a result with its allocation
-# request and their JSON, and each (provider, class) amount of it.
+# (tests/functional/test_kept_memory.py): an entry with its key; a usage it
+# was made with; an allocation request of a kept answer, and a summary it
+# lists (the summary is its provider's), each with its share of the
+# answer's JSON.
 _ENTRY_BYTES = 600
 _USAGE_BYTES = 100
-_RESULT_BYTES = 1400
-_AMOUNT_BYTES = 400
-_LISTED_BYTES = 400
+_REQUEST_BYTES = 1100
+_LISTED_BYTES = 300
 
 
 # What a provider's memo entries cost, in bytes, as measured (the same
@@ -367,43 +285,26 @@ _SUMMARY_BYTES = 1200
 def _remember(snapshot: Snapshot, provider: CachedProvider, key: Key[V], value: V,
               size: int) -> V:
     """Put ``value`` in the provider's memo, counting ``size`` against what
-    the snapshot's kept store bounds (KeptStore.count_memo)."""
-    snapshot.kept.count_memo(size)
+    the snapshot's kept store bounds (KeptStore.count_memo) unless it
+    replaces a value of the same key."""
+    if key not in provider.memo:
+        snapshot.kept.count_memo(size)
     return provider.memo.put(key, value)
 
 
-def kept_bytes(usages: int, results: Iterable[Result] = ()) -> int:
-    """About what an entry of the kept store holds, in bytes: made with
-    ``usages`` usages, keeping ``results``."""
-    return (_ENTRY_BYTES + _USAGE_BYTES * usages
-            + sum(_RESULT_BYTES + _AMOUNT_BYTES * len(result.allocations) for result in results))
+def kept_bytes(usages: int) -> int:
+    """About what an entry of the kept store holds, in bytes, besides its
+    value: itself and the ``usages`` usages it was made with."""
+    return _ENTRY_BYTES + _USAGE_BYTES * usages
 
 
 def _answer_bytes(reads: list[_UsageRead], candidates: Candidates) -> int:
-    """About what a kept answer holds besides what the results at its
-    roots hold (its requests and summaries are theirs): its reads, its
-    lists and the JSON of the whole answer (``rendered``)."""
-    return (_ENTRY_BYTES + _USAGE_BYTES * sum(len(used) for _, _, used in reads)
-            + _LISTED_BYTES * (len(candidates.allocation_requests)
-                               + len(candidates.provider_summaries)))
-
-
-def _from_kept(kept: _KeptResults, search_again: Callable[[], Iterator[Result]]
-               ) -> Iterator[Result]:
-    """The kept results; then, when they were only the first ones and the
-    search wants more, the rest of a new search of the tree (which gives
-    the same first ones again)."""
-    taken = 0
-    while True:
-        # read before the length: another request may still be adding to
-        # them, and marks them complete after its last one
-        complete = kept.complete
-        if taken == len(kept.results):
-            break
-        yield kept.results[taken]
-        taken += 1
-    if not complete:
-        yield from itertools.islice(search_again(), taken, None)
+    """About what a kept answer holds: its reads, its requests and the
+    JSON of the whole answer (``rendered``; its summaries are their
+    providers')."""
+    return (kept_bytes(sum(len(used) for _, _, used in reads))
+            + _REQUEST_BYTES * len(candidates.allocation_requests)
+            + _LISTED_BYTES * len(candidates.provider_summaries))
 
 
 class SnapshotWorld(World):
@@ -428,9 +329,11 @@ class SnapshotWorld(World):
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
         self._whole_trees = bool(options.same_subtree) or not all(
             group.resources for group in groups)
-        # without a limit everything is consumed anyway
+        # without a limit everything is consumed anyway; with one, the
+        # anchors take turns, and each gives the limit a result at most in
+        # the first turn
         self._first_batch = (None if options.limit is None
-                             else max(_SMALLEST_BATCH, options.limit // 8))
+                             else max(_SMALLEST_BATCH, options.limit))
         # the search records of providers without usage depend on the
         # classes only: they are kept with the cached provider
         self._record_key = _SearchRecord(tuple(sorted(self._class_names.items())))
@@ -439,13 +342,11 @@ class SnapshotWorld(World):
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
             if uuid in snapshot.ids_by_uuid}
         # Provider records and members are made when the search first asks
-        # for them: an anchor whose kept results still hold needs neither.
+        # for them.
         super().__init__(_Lazy(self._new_record), snapshot.sharing, snapshot.has_nesting,
                          tree_roots_by_uuid, _Lazy(self._new_members))
-        # The results at a root are kept (snapshot.kept, by root and kind of
-        # request) for the next request of the same kind that finds its
-        # members unchanged. Besides them and the request, they depend on
-        # facts of the whole database only.
+        # What a whole answer depends on besides the providers, their usages
+        # and the limits: the request, and facts of the whole database.
         self.shape = (_request_key(groups, options), self.has_nesting,
                       self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
         self._members_key = _Members(None if self._whole_trees
@@ -460,71 +361,75 @@ class SnapshotWorld(World):
         self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
-        # The anchors, from the first, that gave no result (the search takes
-        # them in id order), while ``_run_open``; how many of them were a
-        # kept run this search skipped (see anchors).
-        self._empty_run: list[int] = []
-        self._run_open = False
-        self._skipped_run = 0
+        # what the trees must reach, for the snapshot's indexes
+        self._class_sets = dict.fromkeys(
+            (class_ids[class_name], frozenset(group.traits.forbidden))
+            for group in groups for class_name in group.resources)
+        self._aggregate_sets = dict.fromkeys(frozenset().union(*group.aggregates.required)
+                                             for group in groups if group.aggregates.required)
+        self._tree_roots = {tree_roots_by_uuid[group.in_tree] for group in groups
+                            if group.resources and group.in_tree in tree_roots_by_uuid}
         if any(group.in_tree is not None and group.in_tree not in tree_roots_by_uuid
                for group in groups if group.resources):
-            self._anchor_ids: tuple[int, ...] = ()  # a group with no possible provider
+            self._searched: tuple[int, ...] = ()  # a group with no possible provider
         else:
-            self._anchor_ids = snapshot.anchors(
-                self._class_names.keys(),
-                dict.fromkeys(frozenset().union(*group.aggregates.required)
-                              for group in groups if group.aggregates.required),
-                {tree_roots_by_uuid[group.in_tree] for group in groups
-                 if group.resources and group.in_tree is not None})
+            self._searched = snapshot.anchors(
+                self._class_sets, self._aggregate_sets, self._tree_roots,
+                dict.fromkeys(frozenset(any_of) for group in groups
+                              for any_of in group.traits.required),
+                (dict.fromkeys(frozenset(any_of) for any_of in options.root_traits.required),
+                 options.root_traits.forbidden))
 
     def anchor_ids(self) -> tuple[int, ...]:
-        return self._anchor_ids
+        """The trees with a requested class (or a sharing provider with one
+        serving them), within member_of and in_tree: a superset of those
+        the search visits, which the indexes narrow further (every class,
+        traits); an explanation takes each through its steps."""
+        if not self._searched:
+            return ()
+        return self._snapshot.anchors(
+            {(class_id, frozenset()) for class_id, _ in self._class_sets},
+            self._aggregate_sets, self._tree_roots, any_class=True)
 
     def anchors(self, randomize: bool = False) -> Iterator[int]:
-        # An anchor gives from none to dozens of results (a tree served by
-        # many sharing providers): batches start at an eighth of the limit
-        # and grow fourfold, so that what is loaded for nothing stays small
-        # next to what the search needed, in a few queries.
-        anchor_ids = self._anchor_ids
+        # The first turn of the anchors gives the limit one result at most
+        # per anchor (none, when the anchor's trees are full or filtered
+        # out): batches start at the limit and double, so that what
+        # is loaded for nothing stays small next to what the search
+        # needed, in a few queries.
+        anchor_ids = self._searched
         size, remaining = self._first_batch or len(anchor_ids), len(anchor_ids)
-        if randomize:
-            order = random_order(anchor_ids)
-        else:
-            # The first anchors of earlier searches, full trees for instance,
-            # are passed over at once while they would give nothing again:
-            # checked together, not one by one.
-            self._run_open = True
-            run = self._snapshot.kept.get(_EmptyRun(self.shape))
-            order = iter(anchor_ids)
-            if run is not None and anchor_ids[:len(run.anchors)] == run.anchors:
-                batch = list(itertools.islice(order, len(run.anchors)))
-                remaining -= len(batch)
-                self._add_trees(batch, every=not remaining)
-                if self._still_empty(run):
-                    self._skipped_run = len(batch)
-                    self._empty_run.extend(batch)
-                    metrics.count_skipped_trees(len(batch))
-                else:
-                    yield from batch
+        order = random_order(anchor_ids) if randomize else iter(anchor_ids)
         while remaining:
-            if 2 * size >= remaining:
+            if 3 * size >= 2 * remaining:
                 size = remaining  # two batches would read more usages than one
             batch = list(itertools.islice(order, size))
-            self._add_trees(batch, every=len(batch) == len(anchor_ids))
+            self._add_trees(batch)
             yield from batch
             remaining -= len(batch)
-            size *= 4
+            size *= 2
 
-    def _add_trees(self, batch: list[int], every: bool) -> None:
-        """The members of the trees of ``batch`` (``every``: all anchors)
-        and their usages."""
+    def _add_trees(self, batch: list[int]) -> None:
+        """The members of the trees of ``batch``, their usages and their
+        search records (made here at once: the search asks for nearly all
+        of them, and one by one through the lazy dicts costs more)."""
+        member_ids = self._member_ids
         for root_id in batch:
-            self._member_ids[root_id] = self._members_of(root_id)
-        new = sorted({provider_id for root_id in batch for provider_id in self._member_ids[root_id]}
+            member_ids[root_id] = self._members_of(root_id)
+        new = sorted({provider_id for root_id in batch for provider_id in member_ids[root_id]}
                      .difference(self._loaded))
         self._loaded.update(new)
-        # all at once is cheaper than naming the providers of every tree
-        self._read_usages(None if every else new)
+        if not self._every_usage_read:
+            # all at once is cheaper than naming most providers
+            self._read_usages(None if 2 * len(new) > len(self._snapshot.providers) else new)
+        records = self.providers
+        new_record = self._new_record
+        for provider_id in new:
+            if provider_id not in records:
+                records[provider_id] = new_record(provider_id)
+        members = self.members
+        for root_id in batch:
+            members[root_id] = [records[provider_id] for provider_id in member_ids[root_id]]
 
     def _read(self, provider_ids: list[int] | None, class_ids: list[int] | None
               ) -> dict[tuple[int, int], int]:
@@ -605,99 +510,13 @@ class SnapshotWorld(World):
         return member_ids
 
     def _new_members(self, root_id: int) -> list[Provider]:
-        return [self.providers[provider_id] for provider_id in self._member_ids[root_id]]
-
-    # Where nothing fitted, nothing fits while the providers are the same
-    # and none of their usages went down: every check of the search asks
-    # for free capacity, which more usage only takes away. So an anchor, or
-    # a run of anchors, that gave no result is not searched again while
-    # its members' records are the same and their usages only grew (a
-    # compute filling up, its sharing disk still taking claims of others).
-
-    def _only_grew(self, usages: tuple) -> bool:
-        """Is every usage of ``usages`` ((provider, class, used) as a kept
-        entry holds them) at least as high now?"""
-        used = self._used
-        return all(used.get((provider_id, class_id), 0) >= amount
-                   for provider_id, class_id, amount in usages)
-
-    def _still_empty(self, run: _KeptRun) -> bool:
-        """Would the anchors of ``run`` (loaded) give nothing again?"""
-        member_ids = tuple(self._member_ids[anchor] for anchor in run.anchors)
-        return (member_ids == run.member_ids
-                and tuple(map(self._snapshot.providers.__getitem__,
-                              run.provider_ids)) == run.members
-                and self._only_grew(run.usages))
-
-    def keep_empty_run(self) -> None:
-        """Keep the first anchors that gave this search no result, for the
-        next search of its shape (once it is done: the run is what it
-        searched)."""
-        run = self._empty_run
-        if len(run) == self._skipped_run:  # none, or only the kept one again
-            return
-        member_ids = tuple(self._member_ids[anchor] for anchor in run)
-        provider_ids = tuple(sorted({provider_id for ids in member_ids for provider_id in ids}))
-        members, usages = self._records_and_usages(provider_ids)
-        self._snapshot.kept.put(_EmptyRun(self.shape),
-                                _KeptRun(tuple(run), member_ids, provider_ids, members, usages),
-                                kept_bytes(len(usages)) + _MEMBERS_BYTES * len(run)
-                                + _MEMBER_BYTES * len(provider_ids))
-
-    def _member_state(self, root_id: int) -> tuple[tuple[CachedProvider, ...], tuple]:
-        """The records of the members of ``root_id`` and their usages."""
-        return self._records_and_usages(self._member_ids[root_id])
-
-    def _records_and_usages(self, member_ids: Collection[int]
-                            ) -> tuple[tuple[CachedProvider, ...], tuple]:
-        """The records of these providers, and their usages."""
-        records = tuple(map(self._snapshot.providers.__getitem__, member_ids))
-        using = self._using
-        if using.isdisjoint(member_ids):
-            return records, ()
-        usages = tuple((record.id, class_id, self._used.get((record.id, class_id), 0))
-                       for record in records if record.id in using
-                       for class_id in record.inventories)
-        return records, usages
-
-    def anchor_results(self, anchor: int, search_anchor: Callable[[int], Iterator[Result]]
-                       ) -> Iterator[Result]:
-        members, usages = self._member_state(anchor)
-
-        store, key = self._snapshot.kept, _ResultsAt(anchor, self.shape)
-
-        def search_and_keep() -> Iterator[Result]:
-            kept = _KeptResults(members, usages)
-            store.put(key, kept, kept_bytes(len(usages)))
-            for result in search_anchor(anchor):
-                kept.results.append(result)
-                yield result
-            kept.complete = True
-            store.put(key, kept, kept_bytes(len(usages), kept.results))
-
-        kept = store.get(key)
-        if kept is None:
-            self._run_open = False
-            return search_and_keep()
-        if (kept.complete and not kept.results and kept.members == members
-                and self._only_grew(kept.usages)):
-            if self._run_open:
-                self._empty_run.append(anchor)
-            return iter(())
-        self._run_open = False
-        if kept.valid_for(members, usages):
-            return _from_kept(kept, search_and_keep)
-        return search_and_keep()
-
-    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
-        members, usages = self._member_state(anchor)
-        store, key = self._snapshot.kept, _ValueAt(anchor, kind, self.shape)
-        kept = store.get(key)
-        if kept is not None and kept.valid_for(members, usages):
-            return kept.value
-        value = make(anchor)
-        store.put(key, _KeptAt(members, usages, value), kept_bytes(len(usages)))
-        return value
+        member_ids = self._member_ids.get(root_id)
+        if member_ids is None:
+            # a tree the search did not visit (an explanation asks): its
+            # members' usages are read with every other's
+            self.every_usage()
+            member_ids = self._member_ids[root_id] = self._members_of(root_id)
+        return [self.providers[provider_id] for provider_id in member_ids]
 
     def _useful(self, provider_id: int) -> bool:
         """Can the provider be a member of a tree searched: does it have a
@@ -712,27 +531,31 @@ class SnapshotWorld(World):
                 else snapshot.sharing_with(frozenset(self._class_names)))
 
     def _new_record(self, provider_id: int) -> Provider:
-        """The search record of a provider, with its usages. Without any,
-        it depends on the classes only: it is kept with the cached one."""
+        """The search record of a provider, with its usages. It depends on
+        the requested classes and their usages only: it is kept with the
+        cached provider, and made again once one of them moved (a claim
+        changes a few providers, every request reads thousands)."""
         cached = self._snapshot.providers[provider_id]
+        class_names = self._class_names
         if provider_id in self._using:
-            return self._new_provider(cached, self._used)
-        record = cached.memo.get(self._record_key)
-        if record is None:
-            record = _remember(self._snapshot, cached, self._record_key,
-                               self._new_provider(cached, {}), _RECORD_BYTES)
-        return record
-
-    def _new_provider(self, cached: CachedProvider, used: dict[tuple[int, int], int]
-                      ) -> Provider:
+            used = self._used
+            usages = tuple([used.get((provider_id, class_id), 0)
+                            for class_id in cached.inventories if class_id in class_names])
+        else:
+            usages = ()
+        kept = cached.memo.get(self._record_key)
+        if kept is not None and kept[0] == usages:
+            return kept[1]
         inventories = {}
         for class_id, inventory_usage in cached.inventories.items():
-            class_name = self._class_names.get(class_id)
+            class_name = class_names.get(class_id)
             if class_name is not None:
                 inventories[class_name] = _with_usage(
-                    inventory_usage, used.get((cached.id, class_id), 0))
-        return Provider(cached.id, cached.uuid, cached.parent_id, cached.root_id, inventories,
-                        cached.traits, cached.aggregates)
+                    inventory_usage, self._used.get((provider_id, class_id), 0))
+        record = Provider(provider_id, cached.uuid, cached.parent_id, cached.root_id,
+                          inventories, cached.traits, cached.aggregates)
+        _remember(self._snapshot, cached, self._record_key, (usages, record), _RECORD_BYTES)
+        return record
 
 
 # Provider summaries --------------------------------------------------------
@@ -755,7 +578,8 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: Snap
     key = _Summary(None if only_classes is None else frozenset(only_classes))
     for provider_id in wanted:
         provider = snapshot.providers[provider_id]
-        usages = tuple(used.get((provider_id, class_id), 0) for class_id in provider.inventories)
+        usages = tuple([used.get((provider_id, class_id), 0)
+                        for class_id in provider.inventories])
         kept = provider.memo.get(key)
         if kept is not None and kept[0] == usages:
             summaries.append(kept[1])

@@ -12,6 +12,10 @@ into allocation requests as doc/source/user/allocation-candidates.rst describes:
   ``same_subtree`` or the pre-1.29 rule (unless max_allocation_candidates
   must count those results first) is abandoned at once, so that the
   search never builds the whole cartesian product;
+* the anchors take turns: the first result of every anchor, then the
+  second of every anchor that has one, and so on, so that a limit spreads
+  the answer over as many trees as it can (a scheduler weighs hosts, not
+  candidates: a thousand candidates of one host would leave it one host);
 * the search is lazy: it stops as soon as enough results exist, before
   the candidates of later anchors are even computed (or, for a world
   loaded in batches, loaded).
@@ -24,12 +28,17 @@ import itertools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
-from placement.candidates.checks import Check, ClassChecks, GroupChecks, group_checks
+from placement.candidates.checks import (
+    Check,
+    ClassChecks,
+    GroupChecks,
+    fits_every_class,
+    group_checks,
+)
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.memo import Key, Memo
 from placement.objects.inventory import InventoryUsage
 
 ISOLATE = "isolate"
@@ -60,19 +69,6 @@ class World:
     # sharing with it, in id order
     members: dict[int, list[Provider]]
     _lineages: dict[int, frozenset[int]] = dataclasses.field(init=False, default_factory=dict)
-
-    def anchor_results(self, anchor: int, search_anchor: Callable[[int], Iterator[Result]]
-                       ) -> Iterator[Result]:
-        """The results at ``anchor``, as ``search_anchor`` finds them. A
-        world that knows when an anchor's members have not changed may
-        keep them between searches instead."""
-        return search_anchor(anchor)
-
-    def anchor_value(self, anchor: int, kind: str, make: Callable[[int], object]) -> object:
-        """What ``make`` finds at ``anchor`` from its members and the
-        request alone (``kind`` names what it finds). A world that keeps
-        an anchor's results keeps this the same way."""
-        return make(anchor)
 
     def anchor_ids(self) -> Collection[int]:
         """The roots the search may anchor candidates at (their trees loaded
@@ -161,18 +157,14 @@ class GroupCandidate(NamedTuple):
     providers: frozenset[int]
 
 
-@dataclasses.dataclass(slots=True)
-class Result:
-    """Never changed once made: a world may hand the same results to
-    several searches (see World.anchor_results)."""
+class Result(NamedTuple):
+    """A tuple, as GroupCandidate: a request may make thousands."""
 
     # (provider id, class name, amount), one per provider and class, in the
     # order the groups added them (a lone group's candidate tuple as it is)
     allocations: tuple[tuple[int, str, int], ...]
     # suffix -> providers mapped by that group
     mappings: dict[str, frozenset[int]]
-    # what callers make of the result: it lives as long as the result
-    memo: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
     def key(self) -> tuple:
         """Identity for de-duplication: allocations and mappings, not anchor."""
@@ -194,11 +186,13 @@ class GroupSearch(NamedTuple):
     # spreading over a tree (only the unsuffixed group asking resources, in
     # a world with nested or sharing providers); None: it does not spread
     spread: GroupChecks | None
-    # the checks of one provider taking everything, resources first
-    single_passes: tuple[Callable[[Provider, Provider], bool], ...]
-    # spreading: the checks of one provider whatever the class, and the
-    # classes in the order their allocations are listed
-    spread_passes: tuple[Callable[[Provider, Provider], bool], ...]
+    # does one provider pass every check of ``single``, taking everything?
+    single_passes: Callable[[Provider, Provider], bool]
+    # (class, amount) of the group, in the order its allocations are listed
+    resources: tuple[tuple[str, int], ...]
+    # spreading: does one provider pass the checks that do not depend on
+    # the class, and the classes in the order their allocations are listed
+    spread_passes: Callable[[Provider, Provider], bool]
     spread_classes: tuple[ClassChecks, ...]
 
     @property
@@ -207,107 +201,203 @@ class GroupSearch(NamedTuple):
         return self.spread or self.single
 
 
-def _passes(checks: Iterable[Check]) -> tuple[Callable[[Provider, Provider], bool], ...]:
-    return tuple(check.passes for check in checks)
+def _passes_all(resources: list[ClassChecks], filters: tuple[Check, ...]
+                ) -> Callable[[Provider, Provider], bool]:
+    """One call asking a provider every check: the inventory and capacity
+    checks of ``resources`` (``fits_every_class``), then ``filters``. The
+    search asks it of every member of every tree it visits; calling the
+    checks one by one costs several times more."""
+    amounts = tuple((class_checks.class_name, class_checks.amount)
+                    for class_checks in resources)
+    filter_passes = tuple(check.passes for check in filters)
+
+    def passes(provider: Provider, root: Provider) -> bool:
+        if not fits_every_class(provider.inventories, amounts):
+            return False
+        for check in filter_passes:
+            if not check(provider, root):
+                return False
+        return True
+    return passes
 
 
 def group_search(world: World, group: RequestGroup) -> GroupSearch:
     single = group_checks(group, False, world.tree_roots_by_uuid)
     spread = (group_checks(group, True, world.tree_roots_by_uuid)
               if group.resources and not group.granular and world.spread_unsuffixed else None)
-    resource_checks = [check for class_checks in single.resources
-                       for check in (class_checks.inventory, class_checks.capacity)]
     return GroupSearch(
-        group, single, spread, _passes([*resource_checks, *single.provider_filters]),
-        _passes(spread.provider_filters) if spread else (),
+        group, single, spread, _passes_all(single.resources, single.provider_filters),
+        tuple(sorted(group.resources.items())),
+        _passes_all([], spread.provider_filters if spread else ()),
         tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else ())
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
     """Every way the group alone can be satisfied within the tree of
     ``anchor`` and the sharing providers serving it (docs: "How one group finds its candidates")."""
+    return list(group_candidate_stream(world, plan, anchor))
+
+
+def group_candidate_stream(world: World, plan: GroupSearch, anchor: int
+                           ) -> Iterator[GroupCandidate]:
+    """The candidates of ``group_candidates``, in its order, made as they
+    are asked for (see ``first_group_candidate``)."""
     group = plan.group
     if not group.resources:
-        return _resourceless_candidates(world, plan, anchor)
+        if plan.single.filters:
+            yield from _single_stream(world, plan, anchor)
+        return
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
-        return []
-    if plan.spread is not None and not _alone(world, anchor):
-        return _spread_candidates(world, plan, anchor)
-    return _single_candidates(world, plan, anchor)
+        return
+    if _spreads(world, plan, anchor):
+        yield from _spread_stream(world, plan, anchor)
+    else:
+        yield from _single_stream(world, plan, anchor)
 
 
-def _alone(world: World, anchor: int) -> bool:
-    """Is the root the only provider at ``anchor`` (no child and no sharing
-    provider serving it, the most common tree)? Spreading over it is then
-    the same as taking everything from it."""
+# What first_group_candidate answers when the first candidate is further
+# than it looks (the group_candidate_stream then finds it).
+NOT_AT_ONCE = object()
+
+
+def first_group_candidate(world: World, plan: GroupSearch, anchor: int
+                          ) -> GroupCandidate | None | object:
+    """The first candidate of ``group_candidate_stream``, without making
+    it: None when there is none, NOT_AT_ONCE when finding it takes more
+    than a look at each member (a spread group whose first combination
+    lacks a required trait, a resourceless group). The trees take turns
+    and a limit often takes only the first candidate of each: this is
+    what a request of one group asks of most trees."""
+    group = plan.group
+    if not group.resources:
+        return NOT_AT_ONCE
+    if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
+        return None
     members = world.members[anchor]
-    return len(members) == 1 and members[0].id == anchor
-
-
-def _passing(world: World, passes: Iterable[Callable[[Provider, Provider], bool]],
-             anchor: int) -> Iterator[Provider]:
-    """The members of ``anchor`` passing every check."""
     root = world.providers[anchor]
+    if not _spreads(world, plan, anchor):
+        passes = plan.single_passes
+        for provider in members:
+            if passes(provider, root):
+                return _single_candidate(anchor, provider.id, plan.resources)
+        return None
+    if not _may_have_traits(world, plan, anchor):
+        return None
+    if (members[0] is root and fits_every_class(root.inventories, plan.resources)
+            and plan.spread_passes(root, root)):
+        # the first member gives every class: the first combination is the
+        # root alone (a compute with its own disk beside a sharing one)
+        choice: tuple[int, ...] | None = (anchor,) * len(plan.spread_classes)
+    else:
+        choice = _first_spread_choice(world, plan, anchor)
+        if choice is None:
+            return None
+    return _spread_candidate(world, plan, anchor, choice) or NOT_AT_ONCE
+
+
+def _spreads(world: World, plan: GroupSearch, anchor: int) -> bool:
+    """Does the group spread at ``anchor``? Not when the root is the only
+    provider there (no child and no sharing provider serving it, the most
+    common tree): spreading over it is taking everything from it."""
+    if plan.spread is None:
+        return False
+    members = world.members[anchor]
+    return len(members) != 1 or members[0].id != anchor
+
+
+def _single_candidate(anchor: int, provider_id: int, resources: tuple[tuple[str, int], ...]
+                      ) -> GroupCandidate:
+    # tuple([...]): a list comprehension makes it twice as fast as a
+    # generator, and a request may make a thousand of these
+    return GroupCandidate(anchor, tuple([(provider_id, class_name, amount)
+                                         for class_name, amount in resources]),
+                          frozenset((provider_id,)))
+
+
+def _single_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
+    """All resources of the group from one provider (docs: "Granular
+    groups"); a resourceless group (1.36+) picks providers by traits and
+    aggregates only, and allocates nothing."""
+    root = world.providers[anchor]
+    passes = plan.single_passes
     for provider in world.members[anchor]:
-        if all(check(provider, root) for check in passes):
-            yield provider
+        if passes(provider, root):
+            yield _single_candidate(anchor, provider.id, plan.resources)
 
 
-def _single_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
-    """All resources of the group from one provider (docs: "Granular groups")."""
-    resources = sorted(plan.group.resources.items())
-    return [GroupCandidate(anchor, tuple((provider.id, class_name, amount)
-                                         for class_name, amount in resources),
-                           frozenset([provider.id]))
-            for provider in _passing(world, plan.single_passes, anchor)]
+def _may_have_traits(world: World, plan: GroupSearch, anchor: int) -> bool:
+    """Do the members of ``anchor`` have a spread group's required traits
+    together? No combination of them can have a trait none of them has."""
+    traits_checks = plan.spread.together
+    if not traits_checks:
+        return True
+    offered = frozenset().union(*(provider.traits for provider in world.members[anchor]))
+    return all(check.passes(offered) for check in traits_checks)
 
 
-def _resourceless_candidates(world: World, plan: GroupSearch,
-                             anchor: int) -> list[GroupCandidate]:
-    """Providers picked by traits and aggregates only (1.36+); no allocation."""
-    if not plan.single.filters:
-        return []
-    return [GroupCandidate(anchor, (), frozenset([provider.id]))
-            for provider in _passing(world, plan.single_passes, anchor)]
+def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
+                         ) -> tuple[int, ...] | None:
+    """The first combination of the spread: the first member able to give
+    each class (the root alone, in a compute with its own disk and a
+    sharing one); None when some class has none."""
+    root = world.providers[anchor]
+    passes = plan.spread_passes
+    eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
+    first = []
+    for class_checks in plan.spread_classes:
+        amount = ((class_checks.class_name, class_checks.amount),)
+        for provider in eligible:
+            if fits_every_class(provider.inventories, amount):
+                first.append(provider.id)
+                break
+        else:
+            return None
+    return tuple(first)
 
 
-def _spread_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
-    """The unsuffixed group over trees and sharing providers (docs: "spread over a tree").
-    Called for every anchor: what does not depend on the class is checked
-    once per provider, what does not depend on the provider once per anchor."""
+def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
+    """The unsuffixed group over trees and sharing providers (docs: "spread
+    over a tree"): one provider per class, every combination of the
+    members able to give each, in the order of the members. The first
+    combination is found before the others are looked at."""
+    if not _may_have_traits(world, plan, anchor):
+        return
+    first = _first_spread_choice(world, plan, anchor)
+    if first is None:
+        return
+    candidate = _spread_candidate(world, plan, anchor, first)
+    if candidate is not None:
+        yield candidate
+    root = world.providers[anchor]
+    passes = plan.spread_passes
+    eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
+    # per class, the providers able to give it
+    options = [[provider.id for provider in eligible if fits_every_class(
+        provider.inventories, ((class_checks.class_name, class_checks.amount),))]
+        for class_checks in plan.spread_classes]
+    combinations = itertools.product(*options)
+    next(combinations)  # the first, looked at above
+    for choice in combinations:
+        candidate = _spread_candidate(world, plan, anchor, choice)
+        if candidate is not None:
+            yield candidate
+
+
+def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
+                      choice: tuple[int, ...]) -> GroupCandidate | None:
+    """The candidate of ``choice`` (a provider per class, in the order of
+    ``plan.spread_classes``), unless its providers lack a required trait
+    together."""
+    providers = frozenset(choice)
     traits_checks = plan.spread.together
     if traits_checks:
-        # no combination can have a required trait that no member has
-        offered = frozenset().union(*(provider.traits for provider in world.members[anchor]))
-        if not all(check.passes(offered) for check in traits_checks):
-            return []
-    eligible = list(_passing(world, plan.spread_passes, anchor))
-    if not eligible:
-        return []
-    root = world.providers[anchor]
-    resources = plan.spread_classes
-    # per class, the providers able to give it
-    options: list[list[int]] = []
-    for class_checks in resources:
-        has_inventory, fits = class_checks.inventory.passes, class_checks.capacity.passes
-        able = [provider.id for provider in eligible
-                if has_inventory(provider, root) and fits(provider, root)]
-        if not able:
-            return []
-        options.append(able)
-
-    classes = [class_checks.class_name for class_checks in resources]
-    amounts = [class_checks.amount for class_checks in resources]
-    candidates = []
-    for choice in itertools.product(*options):
-        providers = frozenset(choice)
-        if traits_checks:
-            together = frozenset().union(*(world.providers[p].traits for p in providers))
-            if not all(check.passes(together) for check in traits_checks):
-                continue
-        allocations = tuple(zip(choice, classes, amounts, strict=True))
-        candidates.append(GroupCandidate(anchor, allocations, providers))
-    return candidates
+        together = frozenset().union(*(world.providers[p].traits for p in providers))
+        if not all(check.passes(together) for check in traits_checks):
+            return None
+    return GroupCandidate(anchor, tuple([
+        (provider_id, class_checks.class_name, class_checks.amount)
+        for provider_id, class_checks in zip(choice, plan.spread_classes, strict=True)]),
+        providers)
 
 
 # Combining groups --------------------------------------------------------
@@ -453,7 +543,7 @@ class _AnchorSearch:
         return True
 
 
-def _lone_group_results(group: RequestGroup, candidates: list[GroupCandidate]
+def _lone_group_results(group: RequestGroup, candidates: Iterable[GroupCandidate]
                         ) -> Iterator[Result]:
     """The results of a request of one group: what _AnchorSearch would give
     (each candidate fits on its own, and there is no other group to isolate
@@ -466,15 +556,24 @@ def combined_results(world: World, groups: list[RequestGroup], options: SearchOp
                      candidates: list[list[GroupCandidate]]) -> Iterator[Result]:
     """The results at one anchor, from the candidates of each group there:
     the combinations that fit together and obey the options' rules."""
-    # Below 1.29 in a nested world, results using two providers of one tree
-    # are dropped only after max_candidates counted them (steps 8-9); without
-    # that maximum the search may abandon them early, which is cheaper.
-    prune_shared_trees = (not options.nested_aware and world.has_nesting
-                          and options.max_candidates <= 0)
-    # One group alone: each of its candidates already fits and is a result.
-    if len(groups) == 1 and not options.same_subtree and not prune_shared_trees:
+    if _lone(world, groups, options):
         return _lone_group_results(groups[0], candidates[0])
-    return _AnchorSearch(world, groups, options, candidates, prune_shared_trees).results()
+    return _AnchorSearch(world, groups, options, candidates,
+                         _prune_shared_trees(world, options)).results()
+
+
+def _prune_shared_trees(world: World, options: SearchOptions) -> bool:
+    """Below 1.29 in a nested world, results using two providers of one
+    tree are dropped only after max_candidates counted them (steps 8-9);
+    without that maximum the search may abandon them early, which is
+    cheaper."""
+    return not options.nested_aware and world.has_nesting and options.max_candidates <= 0
+
+
+def _lone(world: World, groups: list[RequestGroup], options: SearchOptions) -> bool:
+    """One group alone: each of its candidates already fits and is a result."""
+    return (len(groups) == 1 and not options.same_subtree
+            and not _prune_shared_trees(world, options))
 
 
 def _one_provider_per_tree(world: World, result: Result) -> bool:
@@ -483,53 +582,53 @@ def _one_provider_per_tree(world: World, result: Result) -> bool:
     return len(giving) == len({world.providers[p].root_id for p in giving})
 
 
-def _round_robin(iterators: Iterable[Iterator[Result]]) -> Iterator[Result]:
-    """One result of each iterator in turn. The first round takes the
-    iterators as it goes, so that a limit reached in it leaves the later
-    ones (anchors) unsearched."""
+_DONE = object()
+
+
+def _taking_turns(iterators: Iterable[Iterator]) -> Iterator:
+    """One item of each iterator in turn, until all are exhausted. The
+    first turn takes the iterators as it goes, so that a limit reached in
+    it leaves the later ones (anchors) unsearched."""
     active = []
     for iterator in iterators:
-        for item in itertools.islice(iterator, 1):
+        item = next(iterator, _DONE)
+        if item is not _DONE:
             yield item
             active.append(iterator)
     while active:
         still_active = []
         for iterator in active:
-            for item in itertools.islice(iterator, 1):
+            item = next(iterator, _DONE)
+            if item is not _DONE:
                 yield item
                 still_active.append(iterator)
         active = still_active
 
 
-class _RepeatKey(Key[tuple]):
-    """A result's identity if it can repeat (only sharing providers), else ()."""
-    __slots__ = ()
-
-
-_REPEAT_KEY = _RepeatKey()
-
-
-def _unique(world: World, results: Iterable[Result]) -> Iterator[Result]:
-    """``results`` without repeats. Only a result made of sharing providers
-    alone can repeat (it is found at every anchor they serve); a result
-    with any other provider comes from the one anchor that is its root."""
+def _repeat_key(world: World, result: Result) -> tuple:
+    """The identity of ``result`` if it can repeat, else (). Only a result
+    made of sharing providers alone can: it is found at every anchor they
+    serve, while a result with any other provider comes from the one anchor
+    that is its root."""
     sharing = world.sharing
+    for providers in result.mappings.values():
+        for provider_id in providers:
+            if provider_id not in sharing:
+                return ()
+    return result.key()
+
+
+def _unique(world: World, items: Iterable, result_of: Callable = lambda item: item
+            ) -> Iterator:
+    """``items`` without repeated results (``result_of`` an item)."""
     seen: set[tuple] = set()
-    for result in results:
-        # asked once per result (a result's providers are its tree's
-        # members: whether they share does not change while it is kept)
-        key = result.memo.get(_REPEAT_KEY)
-        if key is None:
-            key = result.memo.put(_REPEAT_KEY, (
-                result.key() if all(provider_id in sharing
-                                    for providers in result.mappings.values()
-                                    for provider_id in providers)
-                else ()))
+    for item in items:
+        key = _repeat_key(world, result_of(item))
         if key:
             if key in seen:
                 continue
             seen.add(key)
-        yield result
+        yield item
 
 
 def alike(group: RequestGroup, other: RequestGroup) -> bool:
@@ -539,11 +638,11 @@ def alike(group: RequestGroup, other: RequestGroup) -> bool:
             and dataclasses.replace(group, suffix="") == dataclasses.replace(other, suffix=""))
 
 
-def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool]:
+def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool] | None:
     """Does a tree pass ``root_required``? Asked for every group candidate,
-    hence answered once per root (and at once when there is no filter)."""
+    hence answered once per root; None when there is no filter."""
     if not root_traits:
-        return lambda root_id: True
+        return None
     allowed: dict[int, bool] = {}
 
     def root_allowed(root_id: int) -> bool:
@@ -576,13 +675,17 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     def per_group(anchor: int) -> list[list[GroupCandidate]] | None:
         """The candidates of each group at ``anchor``; None when a group has
         none, or when the isolated groups have fewer providers than groups."""
-        if not root_allowed(anchor):
+        if root_allowed is not None and not root_allowed(anchor):
             return None
         candidates: dict[int, list[GroupCandidate]] = {}
         for index in order:
             first = first_alike[index]
-            found = candidates[first] if first in candidates else group_candidates(
-                world, plans[first], anchor)
+            if first in candidates:
+                found = candidates[first]
+            else:
+                found = group_candidates(world, plans[first], anchor)
+                if options.randomize:
+                    random.shuffle(found)
             if not found:
                 return None
             candidates[index] = found
@@ -591,30 +694,96 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
                 return None
         return [candidates[index] for index in range(len(groups))]
 
-    one_provider_per_tree = not options.nested_aware and world.has_nesting
+    lone = _lone(world, groups, options)
 
     def search_anchor(anchor: int) -> Iterator[Result]:
-        candidates = per_group(anchor)
-        if candidates is None:
+        if lone:
+            if root_allowed is not None and not root_allowed(anchor):
+                return iter(())
+            candidates: Iterable[GroupCandidate] = group_candidate_stream(
+                world, plans[0], anchor)
+            if options.randomize:
+                candidates = list(candidates)
+                random.shuffle(candidates)
+            return _lone_group_results(groups[0], candidates)
+        per_anchor = per_group(anchor)
+        if per_anchor is None:
             return iter(())
-        return combined_results(world, groups, options, candidates)
+        return combined_results(world, groups, options, per_anchor)
 
-    # Randomized, the anchors come in a random order and the first results
-    # are a random sample (trees at random, then the ways to use each).
-    per_anchor = (world.anchor_results(anchor, search_anchor)
-                  for anchor in world.anchors(options.randomize))
-    # lazily: with a small limit, most anchors are never searched
-    stream = (_round_robin(per_anchor) if options.breadth_first
-              else itertools.chain.from_iterable(per_anchor))
-    if world.sharing:
+    # Randomized, the anchors come in a random order and each group's
+    # candidates at an anchor too: the first results are a random sample
+    # of every result, not only of the trees.
+    anchors = world.anchors(options.randomize)
+    if options.max_candidates > 0:
+        stream = _taking_turns(_first_generated(world, anchors, search_anchor, options))
+    elif lone and not options.randomize:
+        stream = _lone_turns(world, plans[0], anchors, root_allowed)
+    else:
+        # lazily: with a limit, the later anchors are never searched
+        stream = _taking_turns(search_anchor(anchor) for anchor in anchors)
+    if world.sharing and options.max_candidates <= 0:
         # Only a sharing provider, reachable from several anchors, can make
         # the same result appear twice.
         stream = _unique(world, stream)
-    if options.max_candidates > 0:
-        stream = itertools.islice(stream, options.max_candidates)
-        if one_provider_per_tree:
-            stream = (result for result in stream if _one_provider_per_tree(world, result))
     results = list(itertools.islice(stream, options.limit))
     if options.randomize:
         random.shuffle(results)
     return results
+
+
+def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
+                root_allowed: Callable[[int], bool] | None) -> Iterator[Result]:
+    """The results of a request of one group, the anchors taking turns (as
+    ``_taking_turns`` takes them): the first turn asks each anchor for its
+    first candidate only (``first_group_candidate``), the later ones go
+    on with the candidates of those that had one."""
+    suffix = plan.group.suffix
+    # per anchor that had a first candidate: the anchor, or its candidates
+    # after the first when they are already being made
+    had_one: list[int | Iterator[GroupCandidate]] = []
+    for anchor in anchors:
+        if root_allowed is not None and not root_allowed(anchor):
+            continue
+        first = first_group_candidate(world, plan, anchor)
+        if first is None:
+            continue
+        if first is NOT_AT_ONCE:
+            candidates = group_candidate_stream(world, plan, anchor)
+            first = next(candidates, None)
+            if first is None:
+                continue
+            had_one.append(candidates)
+        else:
+            had_one.append(anchor)
+        yield Result(first.allocations, {suffix: first.providers})
+
+    def the_others() -> Iterator[Iterator[GroupCandidate]]:
+        for item in had_one:
+            yield (itertools.islice(group_candidate_stream(world, plan, item), 1, None)
+                   if isinstance(item, int) else item)
+    yield from _lone_group_results(plan.group, _taking_turns(the_others()))
+
+
+def _first_generated(world: World, anchors: Iterator[int],
+                     search_anchor: Callable[[int], Iterator[Result]],
+                     options: SearchOptions) -> list[Iterator[Result]]:
+    """With ``max_allocation_candidates``: the first that many results,
+    generated in the order of the strategy (depth-first: every result of
+    an anchor before the next; breadth-first: the anchors in turn) and
+    without repeats, then, below 1.29 in a nested world, without those
+    using two providers of a tree (spec steps 7-9); per anchor, for the
+    limit to take from in turn."""
+    if options.breadth_first:
+        tagged = _taking_turns(((anchor, result) for result in search_anchor(anchor))
+                               for anchor in anchors)
+    else:
+        tagged = ((anchor, result) for anchor in anchors for result in search_anchor(anchor))
+    if world.sharing:
+        tagged = _unique(world, tagged, itemgetter(1))
+    one_provider_per_tree = not options.nested_aware and world.has_nesting
+    by_anchor: dict[int, list[Result]] = {}
+    for anchor, result in itertools.islice(tagged, options.max_candidates):
+        if not one_provider_per_tree or _one_provider_per_tree(world, result):
+            by_anchor.setdefault(anchor, []).append(result)
+    return [iter(results) for results in by_anchor.values()]

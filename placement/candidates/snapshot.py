@@ -33,6 +33,7 @@ import threading
 import weakref
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import TypeVar
 
 import os_traits
 import sqlalchemy as sa
@@ -232,9 +233,19 @@ class _SharingByAggregate(Key[dict[str, frozenset[int]]]):
 
 
 class _Anchors(Key[tuple[int, ...]]):
-    # class_ids: frozenset[int]
+    # class_sets: tuple[tuple[int, frozenset[str]], ...]
     # aggregate_sets: tuple[frozenset[str], ...]
     # tree_roots: frozenset[int]
+    # trait_sets: tuple[frozenset[str], ...]
+    # root_traits: tuple[tuple[frozenset[str], ...], frozenset[str]]
+    # any_class: bool
+    # traits_serial: int (only when trait_sets or root_traits name traits)
+    __slots__ = ()
+
+
+class _TraitReach(Key[frozenset[int]]):
+    # trait: str
+    # traits_serial: int
     __slots__ = ()
 
 
@@ -243,8 +254,10 @@ class _SharingWith(Key[frozenset[int]]):
     __slots__ = ()
 
 
-class _ClassAnchors(Key[frozenset[int]]):
-    # class_ids: frozenset[int]
+class _ClassReach(Key[frozenset[int]]):
+    # class_id: int
+    # forbidden_traits: frozenset[str]
+    # traits_serial: int | None (None when no trait is forbidden)
     __slots__ = ()
 
 
@@ -262,14 +275,22 @@ class Snapshot:
     tree_classes: dict[int, frozenset[int]]
     # class id -> roots of the trees with an inventory of it
     holder_roots: dict[int, frozenset[int]]
+    # class id -> the providers with an inventory of it
+    class_members: dict[int, frozenset[int]]
     # aggregate uuid -> the providers in it
     aggregate_members: dict[str, frozenset[int]]
+    # trait name -> the providers that have it
+    trait_members: dict[str, frozenset[int]]
     # the providers sharing their inventories with their aggregates
     sharing: frozenset[int]
     # moves on whenever the indexes above change (a provider came, went or
     # moved, or its classes or aggregates changed): what readers derive
     # from the indexes for one provider stays valid while it stays the same
     places: int
+    # moves on whenever ``trait_members`` changes, which does not move
+    # ``places`` (a trait is no place in a tree): what is derived from the
+    # trait index is kept under it
+    traits_serial: int
     # what requests keep for later ones (shared by every snapshot of the cache)
     kept: KeptStore
     # this snapshot's own number, never given to another: what a request
@@ -279,6 +300,10 @@ class Snapshot:
     # snapshot, dropped when the indexes change)
     memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
                                    compare=False, repr=False)
+    # the anchors of the requests' shapes, kept apart from ``memo``: every
+    # new shape makes one, and they must not crowd out what they are made of
+    anchor_memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
+                                          compare=False, repr=False)
 
     @property
     def has_nesting(self) -> bool:
@@ -329,37 +354,83 @@ class Snapshot:
 
     # -- where the search starts
 
-    def anchors(self, class_ids: Collection[int], aggregate_sets: Iterable[frozenset[str]],
-                tree_roots: Collection[int]) -> tuple[int, ...]:
-        """The roots of the trees that have an inventory of one of
-        ``class_ids`` or a sharing provider with one serving them, in id
-        order; only those reaching every set of ``aggregate_sets`` (the
-        tree, or a sharing provider serving it, in one of the set's
-        aggregates) and every tree of ``tree_roots`` (the tree itself, or
-        one a sharing provider of that tree shares with)."""
+    def anchors(self, class_sets: Iterable[tuple[int, frozenset[str]]],
+                aggregate_sets: Iterable[frozenset[str]], tree_roots: Collection[int],
+                trait_sets: Iterable[frozenset[str]] = (),
+                root_traits: tuple[Iterable[frozenset[str]], Collection[str]] = ((), ()),
+                any_class: bool = False) -> tuple[int, ...]:
+        """The roots of the trees that reach every (class, forbidden
+        traits) of ``class_sets`` (a provider of the tree, or a sharing
+        provider serving it, with an inventory of the class and none of the
+        traits), every set of ``aggregate_sets`` (the tree, or a sharing
+        provider serving it, in one of the set's aggregates), every tree of
+        ``tree_roots`` (the tree itself, or one a sharing provider of that
+        tree shares with) and every set of ``trait_sets`` (a provider of
+        the tree, or a sharing provider serving it, with one of the set's
+        traits); and whose root has one trait of every set of
+        ``root_traits[0]`` and none of ``root_traits[1]``; in id order.
+        Each is necessary for a tree to have a candidate: these indexes
+        narrow the trees a search visits, instead of the search testing
+        each tree. With ``any_class``, the trees reaching one of the
+        classes of ``class_sets`` instead of every one."""
+        class_sets = tuple(class_sets)
         aggregate_sets = tuple(aggregate_sets)
         tree_roots = frozenset(tree_roots)
+        trait_sets = tuple(trait_sets)
+        root_required, root_forbidden = tuple(root_traits[0]), frozenset(root_traits[1])
+        names_traits = bool(trait_sets or root_required or root_forbidden)
 
         def make() -> tuple[int, ...]:
-            roots = self._class_anchors(frozenset(class_ids))
+            if not class_sets:
+                return ()
+            reaches = [self._class_reach(class_id, forbidden)
+                       for class_id, forbidden in class_sets]
+            roots = (frozenset().union(*reaches) if any_class
+                     else frozenset.intersection(*reaches))
             for aggregate_uuids in aggregate_sets:
                 roots = roots & self._reaching(aggregate_uuids)
             for root_id in tree_roots:
                 roots = roots & self._tree_reach(root_id)
+            for traits in trait_sets:
+                roots = roots & frozenset().union(*map(self._trait_reach, traits))
+            for traits in root_required:
+                roots = roots & frozenset().union(*(self.trait_members.get(name, ())
+                                                    for name in traits))
+            for name in root_forbidden:
+                roots = roots - self.trait_members.get(name, frozenset())
             return tuple(sorted(roots))
+        return self.anchor_memo.get_or_make(
+            _Anchors(class_sets, aggregate_sets, tree_roots, trait_sets,
+                     (root_required, root_forbidden), any_class,
+                     self.traits_serial if names_traits else None), make)
+
+    def _class_reach(self, class_id: int, forbidden: frozenset[str]) -> frozenset[int]:
+        """Roots of trees with a provider that has an inventory of the
+        class and none of the ``forbidden`` traits, or served by a sharing
+        provider that does."""
+        def make() -> frozenset[int]:
+            holders = self.class_members.get(class_id, frozenset())
+            for name in forbidden:
+                holders = holders - self.trait_members.get(name, frozenset())
+            return self._sharing_reach(holders & self.sharing).union(
+                self.providers[provider_id].root_id for provider_id in holders)
         return self.memo.get_or_make(
-            _Anchors(frozenset(class_ids), aggregate_sets, tree_roots), make)
+            _ClassReach(class_id, forbidden, self.traits_serial if forbidden else None), make)
+
+    def _trait_reach(self, trait: str) -> frozenset[int]:
+        """Roots of trees with a provider that has ``trait``, or served by
+        a sharing provider that has it."""
+        def make() -> frozenset[int]:
+            members = self.trait_members.get(trait, frozenset())
+            return self._sharing_reach(members & self.sharing).union(
+                self.providers[provider_id].root_id for provider_id in members)
+        return self.memo.get_or_make(_TraitReach(trait, self.traits_serial), make)
 
     def sharing_with(self, class_ids: frozenset[int]) -> frozenset[int]:
         """The sharing providers with an inventory of one of the classes."""
         return self.memo.get_or_make(_SharingWith(class_ids), lambda: frozenset(
             sharing_id for sharing_id in self.sharing
             if not class_ids.isdisjoint(self.providers[sharing_id].inventories)))
-
-    def _class_anchors(self, class_ids: frozenset[int]) -> frozenset[int]:
-        return self.memo.get_or_make(_ClassAnchors(class_ids), lambda: self._sharing_reach(
-            self.sharing_with(class_ids)).union(
-            *(self.holder_roots.get(class_id, ()) for class_id in class_ids)))
 
     def _reaching(self, aggregate_uuids: frozenset[str]) -> frozenset[int]:
         """Roots of trees with a provider in one of the aggregates, or
@@ -389,14 +460,67 @@ class Snapshot:
         if all(_same_place(self.providers.get(provider_id), provider)
                for provider_id, provider in loaded.items()) and not any(
                 provider_id in self.providers for provider_id in gone):
-            # the usual change (an inventory total): every index holds
+            # the usual change (an inventory total, a trait): every index
+            # holds but the traits'
+            trait_members = _regrouped(
+                self.trait_members, [self.providers[provider_id] for provider_id in loaded],
+                loaded.values(), _traits_of)
+            traits_serial = (self.traits_serial if trait_members is self.trait_members
+                             else next(_serials))
             return dataclasses.replace(self, providers=providers, serial=next(_serials),
-                                       memo=self.memo)
+                                       memo=self.memo, anchor_memo=self.anchor_memo,
+                                       trait_members=trait_members,
+                                       traits_serial=traits_serial)
         return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
 
 
 _serials = itertools.count(1)
-EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, frozenset(), 0, KeptStore(0), 0)
+EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, {}, {}, frozenset(), 0, 0, KeptStore(0), 0)
+
+
+def _traits_of(provider: CachedProvider) -> frozenset[str]:
+    return provider.traits
+
+
+def _classes_of(provider: CachedProvider) -> Collection[int]:
+    return provider.inventories.keys()
+
+
+def _aggregates_of(provider: CachedProvider) -> frozenset[str]:
+    return provider.aggregates
+
+
+Name = TypeVar("Name", str, int)
+
+
+def _regrouped(members: dict[Name, frozenset[int]], before: Iterable[CachedProvider],
+               after: Iterable[CachedProvider],
+               names_of: Callable[[CachedProvider], Collection[Name]]
+               ) -> dict[Name, frozenset[int]]:
+    """``members`` (name -> the providers having it: a trait, an
+    aggregate, a class) after the providers ``before`` became ``after``
+    (gone or new ones in one list only); ``members`` itself when nothing
+    moved."""
+    gained: dict[Name, set[int]] = defaultdict(set)
+    lost: dict[Name, set[int]] = defaultdict(set)
+    for provider in before:
+        for name in names_of(provider):
+            lost[name].add(provider.id)
+    for provider in after:
+        for name in names_of(provider):
+            if provider.id in lost.get(name, ()):
+                lost[name].discard(provider.id)
+            else:
+                gained[name].add(provider.id)
+    changed = [name for name in gained.keys() | lost.keys() if gained[name] or lost[name]]
+    if not changed:
+        return members
+    members = dict(members)
+    for name in changed:
+        members[name] = members.get(name, frozenset()).difference(lost[name]).union(gained[name])
+        if not members[name]:
+            del members[name]
+    return members
 
 
 class _Reindexing:
@@ -423,9 +547,16 @@ class _Reindexing:
                         + sum(provider.parent_id is not None for provider in self.after))
         sharing = (self.old.sharing.difference(provider.id for provider in self.before)
                    .union(provider.id for provider in self.after if provider.sharing))
+        trait_members = _regrouped(self.old.trait_members, self.before, self.after,
+                                   _traits_of)
         return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
-                        holder_roots, self._aggregate_members(), sharing, self.old.places + 1,
-                        self.old.kept, next(_serials))
+                        holder_roots,
+                        _regrouped(self.old.class_members, self.before, self.after,
+                                   _classes_of),
+                        _regrouped(self.old.aggregate_members, self.before, self.after,
+                                   _aggregates_of),
+                        trait_members, sharing, self.old.places + 1,
+                        next(_serials), self.old.kept, next(_serials))
 
     def _trees(self) -> tuple[dict, dict, dict]:
         old = self.old
@@ -461,23 +592,6 @@ class _Reindexing:
             if not holder_roots[class_id]:
                 del holder_roots[class_id]
         return trees, tree_classes, holder_roots
-
-    def _aggregate_members(self) -> dict[str, frozenset[int]]:
-        gained: dict[str, set[int]] = defaultdict(set)
-        lost: dict[str, set[int]] = defaultdict(set)
-        for provider in self.before:
-            for uuid in provider.aggregates:
-                lost[uuid].add(provider.id)
-        for provider in self.after:
-            for uuid in provider.aggregates:
-                gained[uuid].add(provider.id)
-        members = dict(self.old.aggregate_members)
-        for uuid in gained.keys() | lost.keys():
-            members[uuid] = (members.get(uuid, frozenset())
-                             .difference(lost[uuid]).union(gained[uuid]))
-            if not members[uuid]:
-                del members[uuid]
-        return members
 
 
 def random_order(items: tuple[int, ...]) -> Iterator[int]:

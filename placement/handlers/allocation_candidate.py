@@ -225,7 +225,9 @@ def _check_trait_conflicts(groups: list[RequestGroup]) -> None:
 
 def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     """The JSON of the answer at ``version``, made once per body format (a
-    kept answer serves several requests)."""
+    kept answer serves several requests). A provider summary keeps its
+    own JSON per format (a summary serves every answer while its provider
+    and usages are the same); the allocation requests are an answer's own."""
     request_format = (version >= microversion.DICT_ALLOCATIONS,
                       version >= microversion.MAPPINGS)
     summary_format = (version >= microversion.CANDIDATE_SUMMARY_TRAITS,
@@ -233,30 +235,30 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     body_key = _RenderedAs((request_format, summary_format))
     body = candidates.rendered.get(body_key)
     if body is None:
-        request_key, summary_key = _RenderedAs(request_format), _RenderedAs(summary_format)
+        summary_key = _RenderedAs(summary_format)
         body = candidates.rendered.put(body_key, wsgi_util.json_fragment({
-            "allocation_requests": [_rendered(item, request_key, _allocation_request)
+            "allocation_requests": [_allocation_request(item, *request_format)
                                     for item in candidates.allocation_requests],
             "provider_summaries": {
-                summary.uuid: _rendered(summary, summary_key, _provider_summary)
+                summary.uuid: _rendered_summary(summary, summary_key)
                 for summary in candidates.provider_summaries},
         }))
     return body
 
 
-def _rendered(item: AllocationRequest | ProviderSummary, key: _RenderedAs,
-              render: Callable) -> wsgi_util.JSONFragment:
-    """The JSON of ``item`` in the body format of ``key``, made once per
-    item and format (an item may serve several requests)."""
-    fragment = item.rendered.get(key)
+def _rendered_summary(summary: ProviderSummary, key: _RenderedAs) -> wsgi_util.JSONFragment:
+    """The JSON of ``summary`` in the body format of ``key``, made once per
+    summary and format."""
+    fragment = summary.rendered.get(key)
     if fragment is None:
-        fragment = item.rendered.put(key, wsgi_util.json_fragment(render(item, *key[1])))
+        fragment = summary.rendered.put(
+            key, wsgi_util.json_fragment(_provider_summary(summary, *key[1])))
     return fragment
 
 
 class _RenderedAs(Key[wsgi_util.JSONFragment]):
-    """JSON in one body format: an allocation request's (as a dict, with
-    mappings), a summary's (with traits, nested), a whole answer's (both)."""
+    """JSON in one body format: a summary's (with traits, nested), a whole
+    answer's (the allocation requests' format and the summaries')."""
     # body_format: tuple[bool, bool], or a pair of them (key[1])
     __slots__ = ()
 

@@ -97,6 +97,11 @@ class InventoryUsage:
             return "step_size"
         return None
 
+    def with_used(self, used: int) -> InventoryUsage:
+        """This inventory with ``used`` allocated."""
+        return InventoryUsage(self.total, self.reserved, self.min_unit, self.max_unit,
+                              self.step_size, self.allocation_ratio, used)
+
     def fits_total(self, amount: int) -> bool:
         """Can the sum of all groups' amounts be allocated here?"""
         return self.used + amount <= self.capacity and amount <= self.max_unit

@@ -176,11 +176,9 @@ def test_a_kept_answer_is_not_given_for_another_microversion_or_limit(apps):
                 query, version)
 
 
-def test_full_trees_are_passed_over_while_their_usages_only_grow(apps):
-    """The first trees that gave no candidate are skipped together by the
-    next request of the same kind while their providers are the same and
-    their usages did not go down; a delete or a larger inventory makes
-    them candidates again at once."""
+def test_full_trees_come_back_as_soon_as_they_have_room(apps):
+    """Full computes give no candidate; a delete or a larger inventory
+    makes them candidates again at the next request, whatever was kept."""
     kept, unkept = (ProviderApi(in_process(app)) for app in apps)
     computes = [kept.provider(f"cn{index}", VCPU=4, DISK_GB=100) for index in range(5)]
     held = {}
@@ -189,28 +187,22 @@ def test_full_trees_are_passed_over_while_their_usages_only_grow(apps):
         kept.claim(held[compute], compute, VCPU=4)
     query = "resources=VCPU:1,DISK_GB:1&limit=2"
 
-    def ask_after(change: Callable[[], None]) -> tuple[list[str], float]:
-        """The providers of the answer after ``change``, and the trees
-        passed over at once for it."""
+    def ask_after(change: Callable[[], None]) -> list[str]:
+        """The providers of the answer after ``change``."""
         change()
-        with Changes(apps[0]) as changes:
-            answer = kept.candidates(query)
+        answer = kept.candidates(query)
         assert answer == unkept.candidates(query)
-        return ([next(iter(request["allocations"])) for request in answer["allocation_requests"]],
-                changes("placement_allocation_candidates_skipped_trees_total"))
+        return [next(iter(request["allocations"])) for request in answer["allocation_requests"]]
 
     def claim(compute: str, **amounts: int) -> Callable[[], None]:
         return lambda: kept.claim(str(uuid_lib.uuid4()), compute, **amounts)
 
-    full_skipped = [computes[2], computes[3]], 2.0
-    # searched one by one (nothing kept), then with the kept results of each
-    assert ask_after(lambda: None) == ([computes[2], computes[3]], 0.0)
-    assert ask_after(claim(computes[4], VCPU=1)) == ([computes[2], computes[3]], 0.0)
-    assert ask_after(claim(computes[3], VCPU=1)) == full_skipped
+    assert ask_after(lambda: None) == [computes[2], computes[3]]
+    assert ask_after(claim(computes[4], VCPU=1)) == [computes[2], computes[3]]
+    assert ask_after(claim(computes[3], VCPU=1)) == [computes[2], computes[3]]
     # a full compute still takes disk: its usage grows, it stays full
-    assert ask_after(claim(computes[0], DISK_GB=10)) == full_skipped
-    assert ask_after(lambda: kept.call("DELETE", f"/allocations/{held[computes[1]]}")) == (
-        [computes[1], computes[2]], 0.0)
-    assert ask_after(claim(computes[4], VCPU=1)) == ([computes[1], computes[2]], 1.0)
-    assert ask_after(lambda: kept.inventories(computes[0], VCPU=8, DISK_GB=100)) == (
-        [computes[0], computes[1]], 0.0)
+    assert ask_after(claim(computes[0], DISK_GB=10)) == [computes[2], computes[3]]
+    assert ask_after(lambda: kept.call("DELETE", f"/allocations/{held[computes[1]]}")) == [
+        computes[1], computes[2]]
+    assert ask_after(lambda: kept.inventories(computes[0], VCPU=8, DISK_GB=100)) == [
+        computes[0], computes[1]]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import collections
+
 from placement.candidates.filters import TraitFilter
 from placement.candidates.search import (
     Provider,
@@ -37,16 +39,57 @@ def roots_of(world: World, results) -> list[int]:
     return [world.providers[next(iter(r.mappings["1"]))].root_id for r in results]
 
 
-def test_depth_first_exhausts_one_tree_first():
+def test_trees_take_turns_whatever_the_strategy():
+    """The first result of every tree, then the second...: a limit spreads
+    the answer over as many trees as it can."""
     world = two_flat_providers_with_two_children_each()
-    results = search(world, GROUPS, SearchOptions(group_policy="isolate"))
-    assert roots_of(world, results) == [1, 1, 4, 4]
+    for breadth_first in (False, True):
+        options = SearchOptions(group_policy="isolate", breadth_first=breadth_first)
+        assert roots_of(world, search(world, GROUPS, options)) == [1, 4, 1, 4]
 
 
-def test_breadth_first_alternates_trees():
+def test_the_strategy_chooses_what_max_candidates_generates():
+    """depth-first exhausts one tree before the next, breadth-first takes
+    the trees in turn, until max_allocation_candidates results exist."""
     world = two_flat_providers_with_two_children_each()
-    results = search(world, GROUPS, SearchOptions(group_policy="isolate", breadth_first=True))
-    assert roots_of(world, results) == [1, 4, 1, 4]
+    depth_first = SearchOptions(group_policy="isolate", max_candidates=2)
+    assert roots_of(world, search(world, GROUPS, depth_first)) == [1, 1]
+    breadth_first = SearchOptions(group_policy="isolate", max_candidates=2, breadth_first=True)
+    assert roots_of(world, search(world, GROUPS, breadth_first)) == [1, 4]
+
+
+def wide_trees(roots: int, children: int) -> World:
+    """``roots`` roots without inventory, each with ``children`` children
+    holding 1 VCPU."""
+    providers = []
+    for root in range(roots):
+        root_id = 100 * (root + 1)
+        providers.append(Provider(root_id, f"r{root_id}", None, root_id))
+        providers += [Provider(root_id + child, f"c{root_id + child}", root_id, root_id, vcpu(1))
+                      for child in range(1, children + 1)]
+    return world_of(providers, {}, True, {})
+
+
+def test_a_limit_covers_every_tree_that_fits():
+    """A limit below the number of results takes from every tree before
+    taking a second result of any."""
+    world = wide_trees(20, 8)
+    groups = [RequestGroup(str(index), {"VCPU": 1}) for index in range(1, 5)]
+    results = search(world, groups, SearchOptions(group_policy="isolate", limit=1000))
+    assert len(results) == 1000
+    per_root = collections.Counter(roots_of(world, results))
+    assert len(per_root) == 20
+    assert set(per_root.values()) == {50}
+
+
+def test_a_randomized_limit_of_one_draws_any_candidate():
+    """Randomized, a limit of one samples the candidates, not the trees:
+    every child of every tree comes up, not only each tree's first."""
+    world = wide_trees(3, 4)
+    drawn = {next(iter(search(world, [RequestGroup("1", {"VCPU": 1})], SearchOptions(
+        limit=1, randomize=True))[0].mappings["1"])) for _ in range(300)}
+    assert drawn == {provider_id for provider_id, provider in world.providers.items()
+                     if provider.parent_id is not None}
 
 
 def test_limit_and_max_candidates_stop_the_search():
@@ -113,7 +156,7 @@ def test_alike_groups_share_candidates_but_not_unlike_ones():
     world.providers[6].traits = frozenset({"CUSTOM_FAST"})
     results = search(world, GROUPS, SearchOptions(group_policy="isolate"))
     assert [(set(r.mappings["1"]), set(r.mappings["2"])) for r in results] == [
-        ({2}, {3}), ({3}, {2}), ({5}, {6}), ({6}, {5})]
+        ({2}, {3}), ({5}, {6}), ({3}, {2}), ({6}, {5})]
     fast = [GROUPS[0], RequestGroup("2", {"VCPU": 1}, TraitFilter(required=[{"CUSTOM_FAST"}]))]
     results = search(world, fast, SearchOptions(group_policy="isolate"))
     assert [(set(r.mappings["1"]), set(r.mappings["2"])) for r in results] == [
