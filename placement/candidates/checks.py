@@ -104,7 +104,7 @@ def fits_every_class(inventories: dict[str, InventoryUsage],
     ``inventory`` and ``capacity`` checks of each class, in one call)?"""
     for class_name, amount in amounts:
         inventory = inventories.get(class_name)
-        if inventory is None or inventory.misfit(amount) is not None:
+        if inventory is None or not inventory.fits(amount):
             return False
     return True
 
@@ -121,7 +121,7 @@ def _class_checks(class_name: str, amount: int) -> ClassChecks:
         return "inventory", f"no {class_name} inventory" if detailed else ""
 
     def fits(provider: Provider, root: Provider) -> bool:
-        return provider.inventories[class_name].misfit(amount) is None
+        return provider.inventories[class_name].fits(amount)
 
     def misfit(provider: Provider, root: Provider, detailed: bool) -> Why:
         inventory = provider.inventories[class_name]

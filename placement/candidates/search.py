@@ -268,31 +268,47 @@ def first_group_candidate(world: World, plan: GroupSearch, anchor: int
     lacks a required trait, a resourceless group). The trees take turns
     and a limit often takes only the first candidate of each: this is
     what a request of one group asks of most trees."""
+    return first_candidate_finder(world, plan)(anchor)
+
+
+def first_candidate_finder(world: World, plan: GroupSearch
+                           ) -> Callable[[int], GroupCandidate | None | object]:
+    """``first_group_candidate`` of ``plan`` at any anchor, with what does
+    not depend on the anchor looked up once."""
     group = plan.group
     if not group.resources:
-        return NOT_AT_ONCE
+        return lambda anchor: NOT_AT_ONCE
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
-        return None
-    members = world.members[anchor]
-    root = world.providers[anchor]
-    if not _spreads(world, plan, anchor):
-        passes = plan.single_passes
-        for provider in members:
-            if passes(provider, root):
-                return _single_candidate(anchor, provider.id, plan.resources)
-        return None
-    if not _may_have_traits(world, plan, anchor):
-        return None
-    if (members[0] is root and fits_every_class(root.inventories, plan.resources)
-            and plan.spread_passes(root, root)):
-        # the first member gives every class: the first combination is the
-        # root alone (a compute with its own disk beside a sharing one)
-        choice: tuple[int, ...] | None = (anchor,) * len(plan.spread_classes)
-    else:
-        choice = _first_spread_choice(world, plan, anchor)
-        if choice is None:
+        return lambda anchor: None
+    members_of, providers = world.members, world.providers
+    single_passes, spread_passes, resources = plan.single_passes, plan.spread_passes, plan.resources
+    spreads = plan.spread is not None
+    alone_choice = (0,) * len(plan.spread_classes)
+
+    def first(anchor: int) -> GroupCandidate | None | object:
+        members = members_of[anchor]
+        root = providers[anchor]
+        if not spreads or (len(members) == 1 and members[0] is root):
+            # taking everything from one provider (spreading over a root
+            # alone is that too)
+            for provider in members:
+                if single_passes(provider, root):
+                    return _single_candidate(anchor, provider.id, resources)
             return None
-    return _spread_candidate(world, plan, anchor, choice) or NOT_AT_ONCE
+        if not _may_have_traits(world, plan, anchor):
+            return None
+        choice: tuple[int, ...] | None
+        if (members[0] is root and fits_every_class(root.inventories, resources)
+                and spread_passes(root, root)):
+            # the first member gives every class: the first combination is
+            # the root alone (a compute with its own disk beside a sharing one)
+            choice = tuple([anchor for _ in alone_choice])
+        else:
+            choice = _first_spread_choice(world, plan, anchor)
+            if choice is None:
+                return None
+        return _spread_candidate(world, plan, anchor, choice) or NOT_AT_ONCE
+    return first
 
 
 def _spreads(world: World, plan: GroupSearch, anchor: int) -> bool:
@@ -739,13 +755,14 @@ def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
     first candidate only (``first_group_candidate``), the later ones go
     on with the candidates of those that had one."""
     suffix = plan.group.suffix
+    first_candidate = first_candidate_finder(world, plan)
     # per anchor that had a first candidate: the anchor, or its candidates
     # after the first when they are already being made
     had_one: list[int | Iterator[GroupCandidate]] = []
     for anchor in anchors:
         if root_allowed is not None and not root_allowed(anchor):
             continue
-        first = first_group_candidate(world, plan, anchor)
+        first = first_candidate(anchor)
         if first is None:
             continue
         if first is NOT_AT_ONCE:

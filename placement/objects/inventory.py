@@ -78,6 +78,13 @@ class InventoryUsage:
     def __post_init__(self) -> None:
         self.capacity = capacity(self.total, self.reserved, self.allocation_ratio)
 
+    def fits(self, amount: int) -> bool:
+        """Can one request group take ``amount`` from this inventory? The
+        same as ``misfit(amount) is None``, in one expression: the
+        candidate search asks it thousands of times per request."""
+        return (self.used + amount <= self.capacity and self.min_unit <= amount <= self.max_unit
+                and amount % self.step_size == 0)
+
     def misfit(self, amount: int) -> str | None:
         """Why one request group cannot take ``amount`` from this inventory:
         the first of 'capacity', 'max_unit', 'min_unit', 'step_size' it

@@ -150,3 +150,12 @@ def test_misfit_names_a_reason_exactly_when_the_amount_does_not_fit(
         assert used + amount <= usage.capacity
         assert {"max_unit": amount > max_unit, "min_unit": amount < min_unit,
                 "step_size": amount % step_size != 0}[reason]
+
+
+@hypothesis.given(st.integers(0, 20), st.integers(0, 5), st.integers(1, 4), st.integers(1, 20),
+       st.integers(1, 3), st.sampled_from([0.5, 1.0, 1.5, 16.0]), st.integers(0, 30),
+       st.integers(0, 25))
+def test_fits_is_no_misfit(total, reserved, min_unit, max_unit, step_size, ratio, used, amount):
+    """``fits``, the search's fast check, says what ``misfit`` says."""
+    record = inventory.InventoryUsage(total, reserved, min_unit, max_unit, step_size, ratio, used)
+    assert record.fits(amount) == (record.misfit(amount) is None)
