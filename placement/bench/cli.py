@@ -79,6 +79,10 @@ CELLS = [
       for concurrency in (1, 8, 32)),
     Cell("c.churn", "cloud", 8, lambda target, limits, ledger: scenarios.churn_cell(
         8, target, limits, ledger)),
+    *(Cell("d.project-usages", "cloud", concurrency,
+           lambda target, limits, ledger, concurrency=concurrency: scenarios.project_usages_cell(
+               concurrency, target, limits))
+      for concurrency in (1, 4)),
     Cell("f.day", "cloud", day.WORKERS, lambda target, limits, ledger: day.day_cell(
         target, limits, ledger, limits.day_speed)),
     Cell("g.soak", "cloud", soak.CONCURRENCY, lambda target, limits, ledger: soak.soak_cell(
@@ -186,7 +190,7 @@ def run_dataset(dataset: str, cells: list[Cell], args: argparse.Namespace, workd
         server = Server(args.server_cmd, database.url, workdir)
         try:
             target = Target(server.host, server.port, cpu_seconds=server.cpu_seconds,
-                            rss_mb=server.rss_mb)
+                            rss_mb=server.rss_mb, seed_concurrency=args.seed_concurrency)
             try:
                 with server.profiled(profile_path(args, "seed-" + dataset)):
                     timing = seed_dataset(dataset, target, args)

@@ -45,6 +45,10 @@ class Target:
     cpu_seconds: Callable[[], float] = lambda: 0.0
     # resident memory of each server process, in MiB
     rss_mb: Callable[[], list[float]] = lambda: [0.0]
+    # clients a cell seeding data of its own runs at once
+    seed_concurrency: int = 4
+    # d.project-usages: the projects whose consumers it seeded
+    projects: list[str] = field(default_factory=list)
 
 
 class Worker:
@@ -167,6 +171,9 @@ def describe(response_body: dict[str, Any]) -> str:
                 f"{len(response_body['provider_summaries'])} summaries")
     if "resource_providers" in response_body:
         return f"{len(response_body['resource_providers'])} providers"
+    if "usages" in response_body:
+        return ", ".join(f"{kind}: {usages.get('consumer_count', 0)} consumers"
+                         for kind, usages in response_body["usages"].items())
     return ""
 
 
@@ -397,6 +404,52 @@ def churn_cell(concurrency: int, target: Target, limits: Limits,
     result["verification"] = verify_claims(target, [], [], ledger, touched)
     result["notes"] = "PUT + DELETE, each counted"
     return result
+
+
+# -- d.project-usages: the quota read -----------------------------------------------
+#
+# Nova counts a project's usage before each boot (GET /usages?project_id=).
+# The cell first seeds PROJECT_CONSUMERS consumers of PROJECTS projects
+# (7 users), each holding VCPU 1 and MEMORY_MB 512 on a flat compute; they
+# stay (the cells after it verify their own claims only).
+
+PROJECTS = 50
+PROJECT_CONSUMERS = 5000
+
+
+def seed_project_consumers(target: Target) -> None:
+    if target.projects:
+        return
+    target.projects = [f"quota-project-{index}" for index in range(PROJECTS)]
+    computes = target.cloud.flat_computes
+    local = threading.local()
+    opened: list[Client] = []
+    lock = threading.Lock()
+
+    def claim(index: int) -> None:
+        if getattr(local, "client", None) is None:
+            local.client = Client(target.host, target.port)
+            with lock:
+                opened.append(local.client)
+        allocations = {computes[index % len(computes)]: {
+            "resources": {"VCPU": 1, "MEMORY_MB": 512}}}
+        expect(local.client, "PUT", f"/allocations/{uuid.uuid4()}", {
+            "allocations": allocations, "project_id": target.projects[index % PROJECTS],
+            "user_id": f"quota-user-{index % 7}", "consumer_generation": None,
+            "consumer_type": "INSTANCE"}, 204)
+
+    try:
+        with ThreadPoolExecutor(target.seed_concurrency) as pool:
+            list(pool.map(claim, range(PROJECT_CONSUMERS)))
+    finally:
+        for client in opened:
+            client.close()
+
+
+def project_usages_cell(concurrency: int, target: Target, limits: Limits) -> dict[str, Any]:
+    seed_project_consumers(target)
+    return read_cell("d.project-usages", concurrency, target, limits, lambda worker: (
+        f"/usages?project_id={worker.rng.choice(target.projects)}"))
 
 
 # -- verification -------------------------------------------------------------

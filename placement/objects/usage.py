@@ -3,6 +3,8 @@ for the usage routes."""
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 
 from placement.db import tables
@@ -51,45 +53,70 @@ def get_provider_usages(connection: sa.engine.Connection, uuid: str
                                 for row in inventories}
 
 
-def _project_allocations(project_id: str, user_id: str | None) -> tuple[sa.FromClause, list]:
-    """The join of allocations to their consumers' project, user and type,
-    and the WHERE clauses selecting one project (and user)."""
-    joined = (
-        _alloc.join(_consumers, _consumers.c.uuid == _alloc.c.consumer_id)
-        .join(_projects, _projects.c.id == _consumers.c.project_id)
-        .outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
-    )
-    where = [_projects.c.external_id == project_id]
-    if user_id is not None:
+# GET /usages reads: one statement per shape of the query, built once
+# (building a statement costs as much as running it: Nova asks before every
+# boot). ``by_user``: the user is named; ``types``: how consumer types
+# group and filter (None: no types at all, before 1.38).
+_BY_TYPE, _ALL_TYPES, _UNKNOWN_TYPE, _ONE_TYPE = "by type", "all", "unknown", "one"
+
+
+@functools.cache
+def _project_usages_statement(by_user: bool, types: str | None) -> sa.Executable:
+    """Per group of consumers (their type's name; NULL when not grouped)
+    the sum of each class, and (from 1.38) in rows without a class the
+    number of consumers of the group; ordered by class id."""
+    joined = _alloc.join(_consumers, _consumers.c.uuid == _alloc.c.consumer_id).join(
+        _projects, _projects.c.id == _consumers.c.project_id)
+    where = [_projects.c.external_id == sa.bindparam("project_id")]
+    if by_user:
         joined = joined.join(_users, _users.c.id == _consumers.c.user_id)
-        where.append(_users.c.external_id == user_id)
-    return joined, where
+        where.append(_users.c.external_id == sa.bindparam("user_id"))
+    if types is None:
+        return (sa.select(sa.null().label("grp"), _alloc.c.resource_class_id,
+                          sa.func.sum(_alloc.c.used).label("used"))
+                .select_from(joined).where(*where)
+                .group_by(_alloc.c.resource_class_id).order_by(_alloc.c.resource_class_id))
+    joined = joined.outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
+    group: sa.ColumnElement = sa.func.coalesce(_types.c.name, UNKNOWN)
+    if types == _ALL_TYPES:
+        group = sa.literal(ALL)
+    elif types == _UNKNOWN_TYPE:
+        where.append(_consumers.c.consumer_type_id.is_(None))
+    elif types == _ONE_TYPE:
+        where.append(_types.c.name == sa.bindparam("consumer_type"))
+    sums = (sa.select(group.label("grp"), _alloc.c.resource_class_id,
+                      sa.func.sum(_alloc.c.used).label("used"))
+            .select_from(joined).where(*where).group_by(group, _alloc.c.resource_class_id))
+    counts = (sa.select(group.label("grp"), sa.null(),
+                        sa.func.count(sa.distinct(_alloc.c.consumer_id)))
+              .select_from(joined).where(*where).group_by(group))
+    return sa.union_all(sums, counts)
 
 
-def _sums_by_class(connection: sa.engine.Connection, joined: sa.FromClause, where: list,
-                   group: sa.ColumnElement | None) -> dict[str | None, dict[str, int]]:
-    """{group value: {class name: amount}}; a single ``None`` group when
-    ``group`` is None."""
-    group_column = group if group is not None else sa.null()
-    rows = connection.execute(
-        sa.select(group_column.label("grp"), _alloc.c.resource_class_id,
-                  sa.func.sum(_alloc.c.used).label("used"))
-        .select_from(joined).where(*where)
-        .group_by(*([group] if group is not None else []), _alloc.c.resource_class_id)
-        .order_by(_alloc.c.resource_class_id)).all()
-    names = resource_class.names_from_ids(connection, (row.resource_class_id for row in rows))
-    sums: dict[str | None, dict[str, int]] = {}
-    for row in rows:
-        sums.setdefault(row.grp, {})[names[row.resource_class_id]] = int(row.used)
-    return sums
+def _project_usages(connection: sa.engine.Connection, project_id: str, user_id: str | None,
+                    types: str | None, consumer_type: str | None = None
+                    ) -> dict[str | None, dict[str, int]]:
+    """{group: {class name: amount, and from 1.38 CONSUMER_COUNT}}, the
+    groups as ``_project_usages_statement`` makes them."""
+    rows = connection.execute(_project_usages_statement(user_id is not None, types), {
+        "project_id": project_id, "user_id": user_id, "consumer_type": consumer_type}).all()
+    names = resource_class.names_from_ids(
+        connection, (class_id for _, class_id, _ in rows if class_id is not None))
+    usages: dict[str | None, dict[str, int]] = {}
+    # counts first: a group's count opens its entry (the key order of the
+    # answer), then its classes in class id order
+    for group, class_id, amount in sorted(rows, key=lambda row: (
+            row[1] is not None, row[1] or 0)):
+        key = CONSUMER_COUNT if class_id is None else names[class_id]
+        usages.setdefault(group, {})[key] = int(amount)
+    return usages
 
 
 def get_project_usages(connection: sa.engine.Connection, project_id: str,
                        user_id: str | None = None) -> dict[str, int]:
     """{class name: amount} allocated to consumers of the project (and
     user); only classes with allocations appear."""
-    joined, where = _project_allocations(project_id, user_id)
-    return _sums_by_class(connection, joined, where, None).get(None, {})
+    return _project_usages(connection, project_id, user_id, None).get(None, {})
 
 
 def get_project_usages_by_consumer_type(
@@ -101,25 +128,7 @@ def get_project_usages_by_consumer_type(
     ``consumer_type`` None groups by type, consumers without one under
     "unknown"; ALL gives one "all" group of every consumer; UNKNOWN only the
     group of consumers without a type; any other value only that type."""
-    joined, where = _project_allocations(project_id, user_id)
-    type_name = sa.func.coalesce(_types.c.name, UNKNOWN)
-    group: sa.ColumnElement | None = type_name
-    if consumer_type == ALL:
-        group = None
-    elif consumer_type == UNKNOWN:
-        where.append(_consumers.c.consumer_type_id.is_(None))
-    elif consumer_type is not None:
-        where.append(_types.c.name == consumer_type)
-    sums = _sums_by_class(connection, joined, where, group)
-    group_column = group if group is not None else sa.null()
-    counts = connection.execute(
-        sa.select(group_column.label("grp"),
-                  sa.func.count(sa.distinct(_alloc.c.consumer_id)).label("consumers"))
-        .select_from(joined).where(*where)
-        .group_by(*([group] if group is not None else []))).all()
-    usages = {}
-    for row in counts:
-        if row.consumers:
-            key = ALL if group is None else row.grp
-            usages[key] = {CONSUMER_COUNT: row.consumers, **sums.get(row.grp, {})}
-    return usages
+    types = {None: _BY_TYPE, ALL: _ALL_TYPES, UNKNOWN: _UNKNOWN_TYPE}.get(consumer_type,
+                                                                         _ONE_TYPE)
+    usages = _project_usages(connection, project_id, user_id, types, consumer_type)
+    return {group: usage for group, usage in usages.items() if usage.get(CONSUMER_COUNT)}
