@@ -29,8 +29,12 @@ class _RequiredForbidden:
 
     def satisfied_by(self, names: set[str] | frozenset[str]) -> bool:
         """True when a provider with ``names`` passes this filter."""
-        return (all(not any_of.isdisjoint(names) for any_of in self.required)
-                and self.forbidden.isdisjoint(names))
+        # a loop, not all(): the candidate search asks this of every
+        # provider it looks at
+        for any_of in self.required:
+            if any_of.isdisjoint(names):
+                return False
+        return self.forbidden.isdisjoint(names)
 
 
 @dataclasses.dataclass

@@ -374,16 +374,10 @@ def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
 def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (docs: "spread
     over a tree"): one provider per class, every combination of the
-    members able to give each, in the order of the members. The first
-    combination is found before the others are looked at."""
+    members able to give each, in the order of the members (the first is
+    ``_first_spread_choice``'s)."""
     if not _may_have_traits(world, plan, anchor):
         return
-    first = _first_spread_choice(world, plan, anchor)
-    if first is None:
-        return
-    candidate = _spread_candidate(world, plan, anchor, first)
-    if candidate is not None:
-        yield candidate
     root = world.providers[anchor]
     passes = plan.spread_passes
     eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
@@ -391,9 +385,7 @@ def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[Gro
     options = [[provider.id for provider in eligible if fits_every_class(
         provider.inventories, ((class_checks.class_name, class_checks.amount),))]
         for class_checks in plan.spread_classes]
-    combinations = itertools.product(*options)
-    next(combinations)  # the first, looked at above
-    for choice in combinations:
+    for choice in itertools.product(*options):
         candidate = _spread_candidate(world, plan, anchor, choice)
         if candidate is not None:
             yield candidate
