@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable
 
@@ -73,7 +74,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
               load_provider_copy: bool = False) -> Callable:
     """The whole service: middleware layers around the dispatcher.
     ``load_provider_copy``: servers ask for the provider copy to be read
-    now (see _load_provider_copy).
+    now (see _load_provider_copy) and followed in the background by each
+    process that serves (snapshot.follow).
 
     Built from the inside out; a request meets them in the reverse order:
     request metrics (when enabled), request id, proxy headers, health check
@@ -115,6 +117,9 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     if conf.metrics.enabled:
         application = middleware.RequestMetrics(application, dispatcher.route_of,
                                                 fixed_paths=answered_before_auth)
+    if load_provider_copy:
+        application = middleware.InEachProcess(
+            application, functools.partial(snapshot.follow, db.engine))
     return application
 
 

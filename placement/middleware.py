@@ -1,4 +1,5 @@
 """The WSGI layers around the dispatcher, outermost first in ``deploy``:
+(in each serving process, the start of its provider copy's follower),
 (request metrics), request id and Accept default, (CORS), authentication,
 context, fault.
 They are plain WSGI callables working on the environ: each layer that
@@ -7,8 +8,10 @@ builds WebOb requests and responses adds to the cost of every request."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 
@@ -47,6 +50,27 @@ METRICS_PATH = "/metrics"
 
 _INBOUND_REQUEST_ID = "HTTP_" + request_id.INBOUND_HEADER.upper().replace("-", "_")
 _GLOBAL_REQUEST_ID = re.compile(request_id.ID_FORMAT)
+
+
+class InEachProcess:
+    """Runs ``start`` at the first request each process serves, and again
+    in a process forked after it ran: servers fork their workers from the
+    process that built the application, and a thread does not cross a
+    fork."""
+
+    def __init__(self, application: Callable, start: Callable[[], None]) -> None:
+        self._application = application
+        self._start = start
+        self._started_in: int | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if self._started_in != os.getpid():
+            with self._lock:
+                if self._started_in != os.getpid():
+                    self._start()
+                    self._started_in = os.getpid()
+        return self._application(environ, start_response)
 
 
 class RequestId:

@@ -361,6 +361,10 @@ class SnapshotWorld(World):
         self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
         self._member_ids: dict[int, tuple[int, ...]] = {}
+        # provider id -> the usages of every class it has, in the order of
+        # its inventories (() when none is used), for those the search read
+        # whole: the summaries are kept by them
+        self.all_usages: dict[int, tuple[int, ...]] = {}
         # what the trees must reach, for the snapshot's indexes
         self._class_sets = dict.fromkeys(
             (class_ids[class_name], frozenset(group.traits.forbidden))
@@ -543,6 +547,9 @@ class SnapshotWorld(World):
                             for class_id in cached.inventories if class_id in class_names])
         else:
             usages = ()
+        if len(usages) == len(cached.inventories) or not usages and (
+                class_names.keys() >= cached.inventories.keys()):
+            self.all_usages[provider_id] = usages
         kept = cached.memo.get(self._record_key)
         if kept is not None and kept[0] == usages:
             return kept[1]
@@ -572,14 +579,21 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: Snap
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])
     else:
         wanted = sorted(giving)
-    used = world.usages_of(wanted)
+    all_usages = world.all_usages
+    used = world.usages_of([provider_id for provider_id in wanted
+                            if provider_id not in all_usages])
     summaries = []
     missing = []  # (index, record, usages) of the summaries to make
     key = _Summary(None if only_classes is None else frozenset(only_classes))
+    providers = snapshot.providers
     for provider_id in wanted:
-        provider = snapshot.providers[provider_id]
-        usages = tuple([used.get((provider_id, class_id), 0)
-                        for class_id in provider.inventories])
+        provider = providers[provider_id]
+        usages = all_usages.get(provider_id)
+        if usages is None:
+            usages = tuple([used.get((provider_id, class_id), 0)
+                            for class_id in provider.inventories])
+            if not any(usages):
+                usages = ()
         kept = provider.memo.get(key)
         if kept is not None and kept[0] == usages:
             summaries.append(kept[1])
@@ -590,7 +604,8 @@ def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: Snap
         class_id for _, provider, _ in missing for class_id in provider.inventories})
     for index, provider, usages in missing:
         summaries[index] = summary = _summary(snapshot, provider, dict(
-            zip(provider.inventories, usages, strict=True)), class_names, only_classes)
+            zip(provider.inventories, usages or [0] * len(provider.inventories), strict=True)),
+            class_names, only_classes)
         _remember(snapshot, provider, key, (usages, summary), _SUMMARY_BYTES)
     return summaries
 

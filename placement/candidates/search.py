@@ -194,6 +194,12 @@ class GroupSearch(NamedTuple):
     # the class, and the classes in the order their allocations are listed
     spread_passes: Callable[[Provider, Provider], bool]
     spread_classes: tuple[ClassChecks, ...]
+    # spreading, per anchor looked at: per class, the members able to give
+    # it (``_spread_options``, kept for the anchor's later turns)
+    spread_options: dict[int, list[list[int]]]
+    # spreading: can a provider (by id) give the class of this index?
+    # (the same answer at every anchor it serves)
+    spread_able: dict[tuple[int, int], bool]
 
     @property
     def checks(self) -> GroupChecks:
@@ -229,7 +235,7 @@ def group_search(world: World, group: RequestGroup) -> GroupSearch:
         group, single, spread, _passes_all(single.resources, single.provider_filters),
         tuple(sorted(group.resources.items())),
         _passes_all([], spread.provider_filters if spread else ()),
-        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else ())
+        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else (), {}, {})
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
@@ -351,41 +357,48 @@ def _may_have_traits(world: World, plan: GroupSearch, anchor: int) -> bool:
     return all(check.passes(offered) for check in traits_checks)
 
 
+def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[int]]:
+    """Per class of the spread, the members of ``anchor`` able to give it,
+    in the order of the members: those passing the checks that do not
+    depend on the class, with room for the class's amount."""
+    options = plan.spread_options.get(anchor)
+    if options is None:
+        root = world.providers[anchor]
+        passes, able = plan.spread_passes, plan.spread_able
+        eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
+        options = []
+        for index, class_checks in enumerate(plan.spread_classes):
+            amount = ((class_checks.class_name, class_checks.amount),)
+            option = []
+            for provider in eligible:
+                key = (provider.id, index)
+                fits = able.get(key)
+                if fits is None:
+                    fits = able[key] = fits_every_class(provider.inventories, amount)
+                if fits:
+                    option.append(provider.id)
+            options.append(option)
+        plan.spread_options[anchor] = options
+    return options
+
+
 def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
                          ) -> tuple[int, ...] | None:
     """The first combination of the spread: the first member able to give
-    each class (the root alone, in a compute with its own disk and a
-    sharing one); None when some class has none."""
-    root = world.providers[anchor]
-    passes = plan.spread_passes
-    eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
-    first = []
-    for class_checks in plan.spread_classes:
-        amount = ((class_checks.class_name, class_checks.amount),)
-        for provider in eligible:
-            if fits_every_class(provider.inventories, amount):
-                first.append(provider.id)
-                break
-        else:
-            return None
-    return tuple(first)
+    each class; None when some class has none."""
+    options = _spread_options(world, plan, anchor)
+    if not all(options):
+        return None
+    return tuple([option[0] for option in options])
 
 
 def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (docs: "spread
     over a tree"): one provider per class, every combination of the
-    members able to give each, in the order of the members (the first is
-    ``_first_spread_choice``'s)."""
+    members able to give each (``_spread_options``)."""
     if not _may_have_traits(world, plan, anchor):
         return
-    root = world.providers[anchor]
-    passes = plan.spread_passes
-    eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
-    # per class, the providers able to give it
-    options = [[provider.id for provider in eligible if fits_every_class(
-        provider.inventories, ((class_checks.class_name, class_checks.amount),))]
-        for class_checks in plan.spread_classes]
-    for choice in itertools.product(*options):
+    for choice in itertools.product(*_spread_options(world, plan, anchor)):
         candidate = _spread_candidate(world, plan, anchor, choice)
         if candidate is not None:
             yield candidate

@@ -5,6 +5,9 @@ what one request computes (its usages) must not leak into the copy."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 import uuid as uuid_lib
 
 import pytest
@@ -216,3 +219,56 @@ def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggreg
     # the trees the class reaches, and those of each aggregate's members
     assert len(copy.memo) == 3
     assert len(client.candidate_sets("resources=VCPU:1,DISK_GB:10")) == 4 * 15
+
+
+@pytest.fixture
+def following(database):
+    """The database's copy is followed in this process only during the test."""
+    yield database.db.engine
+    snapshot._followers.pop(database.db.engine, None)  # its thread ends
+
+
+def test_the_copy_follows_the_database_between_requests(client, database, following,
+                                                         monkeypatch):
+    """A serving process's copy follows the change record in the
+    background: after a burst of changes no request is left to read
+    them (a worker idle meanwhile would otherwise read them all in its
+    next candidates request)."""
+    client.provider("first", VCPU=4)
+    assert len(client.candidate_sets("resources=VCPU:1")) == 1  # the copy, read
+    snapshot.follow(following, interval=0.02)
+    for index in range(30):  # changes no request of this process reads
+        client.provider(f"cn{index}", VCPU=4)
+    cache = snapshot._cache_of(database.db.engine)
+    with database.db.reader() as connection:
+        current = snapshot.provider_changes.total(connection)
+    deadline = time.monotonic() + 10
+    while cache.current_total() < current and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cache.current_total() == current
+    loads = []
+    load = snapshot._load
+    monkeypatch.setattr(snapshot, "_load", lambda *args: loads.append(args) or load(*args))
+    assert len(client.candidate_sets("resources=VCPU:1")) == 31
+    assert loads == []  # the request found the copy current
+
+
+def test_a_forked_process_follows_with_a_thread_of_its_own(following):
+    engine = following
+    snapshot.follow(engine, interval=60)
+    threads = [thread for thread in threading.enumerate()
+               if thread.name == "placement-provider-copy"]
+    snapshot.follow(engine, interval=60)  # once per process
+    assert [thread for thread in threading.enumerate()
+            if thread.name == "placement-provider-copy"] == threads
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: no thread crossed the fork, it starts one
+        try:
+            before = threading.active_count()
+            snapshot.follow(engine, interval=60)
+            os.write(write, bytes([threading.active_count() - before]))
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read, 1) == bytes([1])
