@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import operator
 import weakref
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -137,6 +138,9 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     return candidates
 
 
+_CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
+
+
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
     providers = world.providers
     if len(result.mappings) == 1:
@@ -145,9 +149,8 @@ def _allocation_request(world: World, result: Result) -> AllocationRequest:
             # one group, one provider: the most common result, made at once
             (provider_id,) = provider_ids
             uuid = providers[provider_id].uuid
-            return AllocationRequest(
-                {uuid: {class_name: amount for _, class_name, amount in result.allocations}},
-                {suffix: [uuid]})
+            return AllocationRequest({uuid: dict(map(_CLASS_AND_AMOUNT, result.allocations))},
+                                     {suffix: [uuid]})
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, class_name, amount in result.allocations:
         uuid = providers[provider_id].uuid
@@ -192,9 +195,10 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
 # the request's classes), and in the kept store (whole answers, made from
 # the snapshot, the usages read and the shape of the request).
 
-class _SearchRecord(Key["tuple[tuple[int, ...], Provider]"]):
+class _SearchRecord(Key["tuple[tuple[int, ...], Provider, bool]"]):
     """The search record of a provider, with the usages of the requested
-    classes it was made with (() when none is used)."""
+    classes it was made with (() when none is used), and whether those are
+    all the classes it has."""
     # classes: tuple[tuple[int, str], ...] ((id, name) of the requested classes)
     __slots__ = ()
 
@@ -547,11 +551,10 @@ class SnapshotWorld(World):
                             for class_id in cached.inventories if class_id in class_names])
         else:
             usages = ()
-        if len(usages) == len(cached.inventories) or not usages and (
-                class_names.keys() >= cached.inventories.keys()):
-            self.all_usages[provider_id] = usages
         kept = cached.memo.get(self._record_key)
         if kept is not None and kept[0] == usages:
+            if kept[2]:
+                self.all_usages[provider_id] = usages
             return kept[1]
         inventories = {}
         for class_id, inventory_usage in cached.inventories.items():
@@ -561,7 +564,12 @@ class SnapshotWorld(World):
                     inventory_usage, self._used.get((provider_id, class_id), 0))
         record = Provider(provider_id, cached.uuid, cached.parent_id, cached.root_id,
                           inventories, cached.traits, cached.aggregates)
-        _remember(self._snapshot, cached, self._record_key, (usages, record), _RECORD_BYTES)
+        # were the usages of every class of the provider read?
+        whole = len(inventories) == len(cached.inventories)
+        if whole:
+            self.all_usages[provider_id] = usages
+        _remember(self._snapshot, cached, self._record_key, (usages, record, whole),
+                  _RECORD_BYTES)
         return record
 
 

@@ -287,32 +287,27 @@ def first_candidate_finder(world: World, plan: GroupSearch
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return lambda anchor: None
     members_of, providers = world.members, world.providers
-    single_passes, spread_passes, resources = plan.single_passes, plan.spread_passes, plan.resources
+    single_passes, resources = plan.single_passes, plan.resources
     spreads = plan.spread is not None
-    alone_choice = (0,) * len(plan.spread_classes)
 
     def first(anchor: int) -> GroupCandidate | None | object:
         members = members_of[anchor]
         root = providers[anchor]
+        if members[0] is root and single_passes(root, root):
+            # the root gives everything: the first candidate, spreading or
+            # not (the checks of one provider taking everything are those
+            # of the root alone spreading over its tree)
+            return _single_candidate(anchor, anchor, resources)
         if not spreads or (len(members) == 1 and members[0] is root):
-            # taking everything from one provider (spreading over a root
-            # alone is that too)
             for provider in members:
                 if single_passes(provider, root):
                     return _single_candidate(anchor, provider.id, resources)
             return None
         if not _may_have_traits(world, plan, anchor):
             return None
-        choice: tuple[int, ...] | None
-        if (members[0] is root and fits_every_class(root.inventories, resources)
-                and spread_passes(root, root)):
-            # the first member gives every class: the first combination is
-            # the root alone (a compute with its own disk beside a sharing one)
-            choice = tuple([anchor for _ in alone_choice])
-        else:
-            choice = _first_spread_choice(world, plan, anchor)
-            if choice is None:
-                return None
+        choice = _first_spread_choice(world, plan, anchor)
+        if choice is None:
+            return None
         return _spread_candidate(world, plan, anchor, choice) or NOT_AT_ONCE
     return first
 

@@ -265,8 +265,13 @@ class _RenderedAs(Key[wsgi_util.JSONFragment]):
 
 def _allocation_request(item: AllocationRequest, as_dict: bool, with_mappings: bool) -> dict:
     if as_dict:
-        body: dict = {"allocations": {uuid: {"resources": resources}
-                                      for uuid, resources in item.allocations.items()}}
+        allocations = item.allocations
+        if len(allocations) == 1:  # the most common request: one provider
+            ((uuid, resources),) = allocations.items()
+            body: dict = {"allocations": {uuid: {"resources": resources}}}
+        else:
+            body = {"allocations": {uuid: {"resources": resources}
+                                    for uuid, resources in allocations.items()}}
     else:
         body = {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
                                 for uuid, resources in item.allocations.items()]}
