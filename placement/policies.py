@@ -155,7 +155,8 @@ class Enforcer(policy.Enforcer):
     of a small request). Here the files are looked at again at most once
     every RULES_CHECK_INTERVAL seconds, so an edited policy file is still
     picked up; and the decision for a rule, target and credentials is kept
-    until then when the rule consists of pure checks only. ``[oslo_policy]
+    while the rules and ``enforce_scope`` stay the same, when the rule
+    consists of pure checks only. ``[oslo_policy]
     enforce_scope`` is read again with the files (an option lookup costs
     about 10 microseconds, a fiftieth of a small request).
     """
@@ -174,10 +175,15 @@ class Enforcer(policy.Enforcer):
         if (not force_reload and self.rules and self._rules_checked_at is not None
                 and now - self._rules_checked_at < self.RULES_CHECK_INTERVAL):
             return
+        rules = self.rules
         super().load_rules(force_reload)
         self._rules_checked_at = now
-        self._scope_enforced = self.conf.oslo_policy.enforce_scope
-        self._forget_decisions()
+        scope_enforced = self.conf.oslo_policy.enforce_scope
+        # the decisions hold while the rules and the scope setting do (new
+        # rules come through set_rules, which forgets them too)
+        if self.rules is not rules or scope_enforced != self._scope_enforced:
+            self._forget_decisions()
+        self._scope_enforced = scope_enforced
 
     @property
     def scope_enforced(self) -> bool:

@@ -171,7 +171,7 @@ def describe(response_body: dict[str, Any]) -> str:
                 f"{len(response_body['provider_summaries'])} summaries")
     if "resource_providers" in response_body:
         return f"{len(response_body['resource_providers'])} providers"
-    if "usages" in response_body:
+    if "usages" in response_body and "resource_provider_generation" not in response_body:
         return ", ".join(f"{kind}: {usages.get('consumer_count', 0)} consumers"
                          for kind, usages in response_body["usages"].items())
     return ""
