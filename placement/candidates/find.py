@@ -15,7 +15,7 @@ import functools
 import itertools
 import operator
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -216,6 +216,33 @@ class _Summary(Key["tuple[tuple[int, ...], ProviderSummary]"]):
     __slots__ = ()
 
 
+class _Batch(Key["_KeptBatch | bool"]):
+    """What a first batch of trees was loaded into, for requests of one
+    set of classes (True: only seen once, see SnapshotWorld._add_trees)."""
+    # record_key: _SearchRecord (the requested classes)
+    # members_key: _Members (whole trees or not)
+    # batch: tuple[int, ...] (the anchors, in the order searched)
+    __slots__ = ()
+
+
+class _KeptBatch:
+    """The members, usages and search records of a first batch of trees:
+    they hold while no provider changed (the snapshot's serial) and the
+    usages read for the batch are the same."""
+
+    __slots__ = ("serial", "used", "member_ids", "records", "members", "all_usages")
+
+    def __init__(self, serial: int, used: dict[tuple[int, int], int],
+                 member_ids: dict[int, tuple[int, ...]], records: dict[int, Provider],
+                 members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
+        self.serial = serial
+        self.used = used
+        self.member_ids = member_ids
+        self.records = records
+        self.members = members
+        self.all_usages = all_usages
+
+
 class _Lazy(dict):
     """A dict making each missing value with ``make(key)`` when first asked;
     ``make`` is a method of the dict's owner. The dict holds its owner
@@ -281,6 +308,8 @@ _LISTED_BYTES = 300
 # test): a search record (three inventories), a tree's members (and each
 # member), a summary with its JSON.
 _RECORD_BYTES = 400
+# per provider of a kept batch (its entries in the batch's dicts)
+_BATCH_BYTES = 300
 _MEMBERS_BYTES = 150
 _MEMBER_BYTES = 10
 _SUMMARY_BYTES = 1200
@@ -420,16 +449,58 @@ class SnapshotWorld(World):
     def _add_trees(self, batch: list[int]) -> None:
         """The members of the trees of ``batch``, their usages and their
         search records (made here at once: the search asks for nearly all
-        of them, and one by one through the lazy dicts costs more)."""
+        of them, and one by one through the lazy dicts costs more).
+
+        A request's first batch is often the first batch of the requests
+        before it (the same classes without filters: every flavor of a
+        cloud): once seen twice, what it was loaded into is kept and taken
+        again at once while no provider changed and its usages read the
+        same (a claim elsewhere in the cloud changes neither)."""
+        if self._loaded:
+            self._load_trees(batch)
+            return
+        store = self._snapshot.kept
+        key = _Batch(self._record_key, self._members_key, tuple(batch))
+        kept = store.get(key)
+        if isinstance(kept, _KeptBatch) and kept.serial == self._snapshot.serial:
+            used = self._add_usages(kept.records.keys())
+            self._loaded.update(kept.records)
+            self._member_ids.update(kept.member_ids)
+            self.all_usages.update(kept.all_usages)
+            if used == kept.used:
+                self.providers.update(kept.records)
+                self.members.update(kept.members)
+                return
+            # only the providers whose usages moved get new records, and
+            # the trees they are members of new member lists
+            changed = {key[0] for key, _ in used.items() ^ kept.used.items()}
+            records = self.providers
+            records.update(kept.records)
+            for provider_id in changed.intersection(kept.records):
+                records[provider_id] = self._new_record(provider_id)
+            members = self.members
+            for root_id, ids in kept.member_ids.items():
+                members[root_id] = (kept.members[root_id] if changed.isdisjoint(ids)
+                                    else [records[provider_id] for provider_id in ids])
+        else:
+            used = self._load_trees(batch)
+        if kept is None:
+            store.put(key, True, kept_bytes(0))
+        else:
+            self._keep_batch(key, batch, used)
+
+    def _load_trees(self, batch: list[int], used: dict[tuple[int, int], int] | None = None
+                    ) -> dict[tuple[int, int], int]:
+        """_add_trees, one provider at a time; ``used``: the usages of the
+        batch, when they were read already. The usages read."""
         member_ids = self._member_ids
         for root_id in batch:
             member_ids[root_id] = self._members_of(root_id)
         new = sorted({provider_id for root_id in batch for provider_id in member_ids[root_id]}
                      .difference(self._loaded))
+        if used is None:
+            used = self._add_usages(new)
         self._loaded.update(new)
-        if not self._every_usage_read:
-            # all at once is cheaper than naming most providers
-            self._read_usages(None if 2 * len(new) > len(self._snapshot.providers) else new)
         records = self.providers
         new_record = self._new_record
         for provider_id in new:
@@ -438,6 +509,28 @@ class SnapshotWorld(World):
         members = self.members
         for root_id in batch:
             members[root_id] = [records[provider_id] for provider_id in member_ids[root_id]]
+        return used
+
+    def _add_usages(self, provider_ids: Collection[int]) -> dict[tuple[int, int], int]:
+        """Read the usages of these providers (all at once when they are
+        most of them), unless every usage was read; what was read."""
+        if self._every_usage_read:
+            return {}
+        # all at once is cheaper than naming most providers
+        every = 2 * len(provider_ids) > len(self._snapshot.providers)
+        return self._read_usages(None if every else sorted(provider_ids))
+
+    def _keep_batch(self, key: _Batch, batch: list[int], used: dict[tuple[int, int], int]
+                    ) -> None:
+        member_ids = {root_id: self._member_ids[root_id] for root_id in batch}
+        records = {provider_id: self.providers[provider_id]
+                   for ids in member_ids.values() for provider_id in ids}
+        self._snapshot.kept.put(key, _KeptBatch(
+            self._snapshot.serial, used, member_ids, records,
+            {root_id: self.members[root_id] for root_id in batch},
+            {provider_id: self.all_usages[provider_id] for provider_id in records
+             if provider_id in self.all_usages}),
+            kept_bytes(len(used)) + _BATCH_BYTES * len(records))
 
     def _read(self, provider_ids: list[int] | None, class_ids: list[int] | None
               ) -> dict[tuple[int, int], int]:
@@ -462,12 +555,14 @@ class SnapshotWorld(World):
                 return False
         return True
 
-    def _read_usages(self, provider_ids: list[int] | None) -> None:
-        """Read the usages of ``provider_ids`` (None: of every provider)."""
+    def _read_usages(self, provider_ids: list[int] | None) -> dict[tuple[int, int], int]:
+        """Read the usages of ``provider_ids`` (None: of every provider);
+        what was read."""
         used = self._read(provider_ids, sorted(self._class_names))
         self._used.update(used)
         self._using.update(provider_id for provider_id, _ in used)
         self._every_usage_read = self._every_usage_read or provider_ids is None
+        return used
 
     def usages_of(self, provider_ids: list[int]) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of every class of these
