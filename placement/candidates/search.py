@@ -734,14 +734,14 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     if options.max_candidates > 0:
         stream = _taking_turns(_first_generated(world, anchors, search_anchor, options))
     elif lone and not options.randomize:
-        stream = _lone_turns(world, plans[0], anchors, root_allowed)
+        stream = _lone_turns(world, plans[0], anchors, root_allowed)  # its own repeats out
     else:
         # lazily: with a limit, the later anchors are never searched
         stream = _taking_turns(search_anchor(anchor) for anchor in anchors)
-    if world.sharing and options.max_candidates <= 0:
-        # Only a sharing provider, reachable from several anchors, can make
-        # the same result appear twice.
-        stream = _unique(world, stream)
+        if world.sharing:
+            # Only a sharing provider, reachable from several anchors, can
+            # make the same result appear twice.
+            stream = _unique(world, stream)
     results = list(itertools.islice(stream, options.limit))
     if options.randomize:
         random.shuffle(results)
@@ -756,6 +756,20 @@ def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
     on with the candidates of those that had one."""
     suffix = plan.group.suffix
     first_candidate = first_candidate_finder(world, plan)
+    sharing = world.sharing
+    seen: set[tuple] = set()
+
+    def new_result(candidate: GroupCandidate) -> Result | None:
+        """The result of ``candidate``, None when it was given already:
+        only one of sharing providers alone can be (_repeat_key)."""
+        result = Result(candidate.allocations, {suffix: candidate.providers})
+        if sharing and candidate.providers <= sharing:
+            key = result.key()
+            if key in seen:
+                return None
+            seen.add(key)
+        return result
+
     # per anchor that had a first candidate: the anchor, or its candidates
     # after the first when they are already being made
     had_one: list[int | Iterator[GroupCandidate]] = []
@@ -773,13 +787,18 @@ def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
             had_one.append(candidates)
         else:
             had_one.append(anchor)
-        yield Result(first.allocations, {suffix: first.providers})
+        result = new_result(first)
+        if result is not None:
+            yield result
 
     def the_others() -> Iterator[Iterator[GroupCandidate]]:
         for item in had_one:
             yield (itertools.islice(group_candidate_stream(world, plan, item), 1, None)
                    if isinstance(item, int) else item)
-    yield from _lone_group_results(plan.group, _taking_turns(the_others()))
+    for candidate in _taking_turns(the_others()):
+        result = new_result(candidate)
+        if result is not None:
+            yield result
 
 
 def _first_generated(world: World, anchors: Iterator[int],
