@@ -46,7 +46,8 @@ __all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "Re
 
 
 class AllocationRequest(NamedTuple):
-    # provider uuid -> {resource class: amount}
+    # provider uuid -> {resource class: amount} (shared between requests,
+    # never changed)
     allocations: dict[str, dict[str, int]]
     # group suffix -> uuids of the providers that satisfied it
     mappings: dict[str, list[str]]
@@ -130,8 +131,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     results = search(world, groups, options)
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
-    candidates = Candidates([_allocation_request(world, result) for result in results],
-                            summaries)
+    candidates = Candidates(_allocation_requests(world, results), summaries)
     if key is not None:
         snapshot.kept.put(key, _KeptAnswer(snapshot.serial, world.reads, candidates),
                           _answer_bytes(world.reads, candidates))
@@ -141,16 +141,32 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 _CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
 
 
+def _allocation_requests(world: World, results: list[Result]) -> list[AllocationRequest]:
+    """The allocation requests of ``results``. A request of one provider
+    takes the same resources as many others (every one of a lone group):
+    they share one dict, so that the answer's JSON encodes it once."""
+    providers = world.providers
+    shared: dict[tuple, dict[str, int]] = {}
+    requests = []
+    for result in results:
+        mappings = result.mappings
+        if len(mappings) == 1:
+            (suffix, provider_ids), = mappings.items()
+            if len(provider_ids) == 1:
+                # one group, one provider: the most common result
+                uuid = providers[result.allocations[0][0]].uuid
+                amounts = tuple(map(_CLASS_AND_AMOUNT, result.allocations))
+                resources = shared.get(amounts)
+                if resources is None:
+                    resources = shared[amounts] = dict(amounts)
+                requests.append(AllocationRequest({uuid: resources}, {suffix: [uuid]}))
+                continue
+        requests.append(_allocation_request(world, result))
+    return requests
+
+
 def _allocation_request(world: World, result: Result) -> AllocationRequest:
     providers = world.providers
-    if len(result.mappings) == 1:
-        (suffix, provider_ids), = result.mappings.items()
-        if len(provider_ids) == 1:
-            # one group, one provider: the most common result, made at once
-            (provider_id,) = provider_ids
-            uuid = providers[provider_id].uuid
-            return AllocationRequest({uuid: dict(map(_CLASS_AND_AMOUNT, result.allocations))},
-                                     {suffix: [uuid]})
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, class_name, amount in result.allocations:
         uuid = providers[provider_id].uuid

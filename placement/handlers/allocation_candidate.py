@@ -237,13 +237,39 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     if body is None:
         summary_key = _RenderedAs(summary_format)
         body = candidates.rendered.put(body_key, wsgi_util.json_fragment({
-            "allocation_requests": [_allocation_request(item, *request_format)
-                                    for item in candidates.allocation_requests],
+            "allocation_requests": _allocation_requests(candidates.allocation_requests,
+                                                        *request_format),
             "provider_summaries": {
                 summary.uuid: _rendered_summary(summary, summary_key)
                 for summary in candidates.provider_summaries},
         }))
     return body
+
+
+def _allocation_requests(items: list[AllocationRequest], as_dict: bool, with_mappings: bool
+                         ) -> list[dict] | wsgi_util.JSONFragment:
+    """The JSON of the allocation requests. From 1.12, a request of one
+    provider is put together from the JSON of its uuid, its resources and
+    its mappings: the resources of many are one dict (a lone group's
+    requests: find._allocation_requests), encoded once."""
+    if not as_dict:
+        return [_allocation_request(item, False, False) for item in items]
+    encode = wsgi_util.encode_json
+    # id(resources) -> their JSON, for this answer (its items hold the dicts)
+    encoded: dict[int, bytes] = {}
+    parts = []
+    for item in items:
+        if len(item.allocations) != 1:
+            parts.append(encode(_allocation_request(item, True, with_mappings)))
+            continue
+        ((uuid, resources),) = item.allocations.items()
+        resources_json = encoded.get(id(resources))
+        if resources_json is None:
+            resources_json = encoded[id(resources)] = encode(resources)
+        allocations = b'{"allocations":{%b:{"resources":%b}}' % (encode(uuid), resources_json)
+        parts.append(allocations + (b',"mappings":%b}' % encode(item.mappings)
+                                    if with_mappings else b"}"))
+    return wsgi_util.JSONFragment(b"[" + b",".join(parts) + b"]")
 
 
 def _rendered_summary(summary: ProviderSummary, key: _RenderedAs) -> wsgi_util.JSONFragment:

@@ -1,0 +1,36 @@
+"""The JSON of allocation requests, put together from pieces for requests
+of one provider, is the JSON of the same requests as dicts, at every
+body format."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from placement.candidates.find import AllocationRequest
+from placement.handlers import allocation_candidate
+
+SHARED = {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2}
+ITEMS = [
+    # one provider, the resources shared with the next request (a lone group)
+    AllocationRequest({"u1": SHARED}, {"": ["u1"]}),
+    AllocationRequest({"u2": SHARED}, {"": ["u2"]}),
+    # one provider taking two granular groups
+    AllocationRequest({"u3": {"VCPU": 4}}, {"1": ["u3"], "2": ["u3"]}),
+    # a compute and a sharing disk
+    AllocationRequest({"u4": {"VCPU": 1}, "u5": {"DISK_GB": 10}}, {"": ["u4", "u5"]}),
+    # a resourceless group mapped beside a provider giving everything
+    AllocationRequest({"u6": {"VGPU": 1}}, {"_G": ["u6"], "_NUMA": ["u7"]}),
+    # odd but valid names survive the encoding
+    AllocationRequest({'u"8\\': {"CUSTOM_\u00e9": 1}}, {"_X": ['u"8\\']}),
+]
+
+
+@pytest.mark.parametrize(("as_dict", "with_mappings"), [(False, False), (True, False),
+                                                        (True, True)])
+def test_pieces_make_the_json_of_the_dicts(as_dict, with_mappings):
+    rendered = allocation_candidate._allocation_requests(ITEMS, as_dict, with_mappings)
+    expected = orjson.dumps([allocation_candidate._allocation_request(item, as_dict,
+                                                                      with_mappings)
+                             for item in ITEMS])
+    assert orjson.dumps(rendered) == expected
