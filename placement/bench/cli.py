@@ -81,7 +81,7 @@ CELLS = [
         8, target, limits, ledger)),
     *(Cell("d.project-usages", "cloud", concurrency,
            lambda target, limits, ledger, concurrency=concurrency: scenarios.project_usages_cell(
-               concurrency, target, limits))
+               concurrency, target, limits, ledger))
       for concurrency in (1, 4)),
     Cell("f.day", "cloud", day.WORKERS, lambda target, limits, ledger: day.day_cell(
         target, limits, ledger, limits.day_speed)),

@@ -409,15 +409,16 @@ def churn_cell(concurrency: int, target: Target, limits: Limits,
 # -- d.project-usages: the quota read -----------------------------------------------
 #
 # Nova counts a project's usage before each boot (GET /usages?project_id=).
-# The cell first seeds PROJECT_CONSUMERS consumers of PROJECTS projects
-# (7 users), each holding VCPU 1 and MEMORY_MB 512 on a flat compute; they
-# stay (the cells after it verify their own claims only).
+# The cell first seeds 5 consumers per compute, at most PROJECT_CONSUMERS,
+# of PROJECTS projects (7 users), each holding VCPU 1 and MEMORY_MB 512 on a
+# flat compute; they stay, written into the ledger so that the cells after it
+# still know what each provider's usage must be.
 
 PROJECTS = 50
 PROJECT_CONSUMERS = 5000
 
 
-def seed_project_consumers(target: Target) -> None:
+def seed_project_consumers(target: Target, ledger: Ledger) -> None:
     if target.projects:
         return
     target.projects = [f"quota-project-{index}" for index in range(PROJECTS)]
@@ -426,7 +427,7 @@ def seed_project_consumers(target: Target) -> None:
     opened: list[Client] = []
     lock = threading.Lock()
 
-    def claim(index: int) -> None:
+    def claim(index: int) -> dict[str, Any]:
         if getattr(local, "client", None) is None:
             local.client = Client(target.host, target.port)
             with lock:
@@ -437,17 +438,21 @@ def seed_project_consumers(target: Target) -> None:
             "allocations": allocations, "project_id": target.projects[index % PROJECTS],
             "user_id": f"quota-user-{index % 7}", "consumer_generation": None,
             "consumer_type": "INSTANCE"}, 204)
+        return allocations
 
     try:
         with ThreadPoolExecutor(target.seed_concurrency) as pool:
-            list(pool.map(claim, range(PROJECT_CONSUMERS)))
+            for allocations in pool.map(
+                    claim, range(min(PROJECT_CONSUMERS, 5 * len(computes)))):
+                ledger.add(resources_of(allocations))
     finally:
         for client in opened:
             client.close()
 
 
-def project_usages_cell(concurrency: int, target: Target, limits: Limits) -> dict[str, Any]:
-    seed_project_consumers(target)
+def project_usages_cell(concurrency: int, target: Target, limits: Limits,
+                        ledger: Ledger) -> dict[str, Any]:
+    seed_project_consumers(target, ledger)
     return read_cell("d.project-usages", concurrency, target, limits, lambda worker: (
         f"/usages?project_id={worker.rng.choice(target.projects)}"))
 

@@ -91,4 +91,5 @@ def test_short_day_keeps_up_and_loses_nothing(tmp_path):
 
 def test_selection_by_letter_and_name():
     names = {cell.name for cell in cli.select(cli.CELLS, "a,b.storm")}
-    assert names == {"a.basic", "a.traits-member-of", "a.nested-granular", "b.storm"}
+    assert names == {"a.basic", "a.traits-member-of", "a.nested-granular", "a.cold-plain",
+                     "a.cold-filtered", "a.cold-claims", "b.storm"}
