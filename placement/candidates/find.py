@@ -10,12 +10,13 @@ the providers involved. It never writes.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import itertools
 import operator
 import weakref
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Container, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -244,19 +245,65 @@ class _Batch(Key["_KeptBatch | bool"]):
 class _KeptBatch:
     """The members, usages and search records of a first batch of trees:
     they hold while no provider changed (the snapshot's serial) and the
-    usages read for the batch are the same."""
+    usages read for the batch are the same. ``capacities``: what
+    ``_RootCapacities`` found of its roots, by class name."""
 
-    __slots__ = ("serial", "used", "member_ids", "records", "members", "all_usages")
+    __slots__ = ("serial", "batch", "used", "member_ids", "records", "members", "all_usages",
+                 "capacities")
 
-    def __init__(self, serial: int, used: dict[tuple[int, int], int],
+    def __init__(self, serial: int, batch: list[int], used: dict[tuple[int, int], int],
                  member_ids: dict[int, tuple[int, ...]], records: dict[int, Provider],
                  members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
         self.serial = serial
+        self.batch = batch
         self.used = used
         self.member_ids = member_ids
         self.records = records
         self.members = members
         self.all_usages = all_usages
+        self.capacities: dict[str, _RootCapacities | None] = {}
+
+
+class _RootCapacities:
+    """The roots of a batch with an inventory of one class, by the room
+    left in it (capacity less usage), ascending: those with room for an
+    amount are a tail of it, found by bisection and made a set at C speed.
+    Only where ``min_unit`` is 1, ``step_size`` 1 and every ``max_unit``
+    at least ``max_amount``, for amounts up to that: the unit rules then
+    hold whatever the amount (``InventoryUsage.fits``)."""
+
+    __slots__ = ("rooms", "anchors", "max_amount")
+
+    def __init__(self, rooms: list[int], anchors: list[int], max_amount: int):
+        self.rooms = rooms
+        self.anchors = anchors
+        self.max_amount = max_amount
+
+    @classmethod
+    def of(cls, batch: list[int], records: dict[int, Provider], class_name: str
+           ) -> _RootCapacities | None:
+        """Those of the roots of ``batch``; None when some root's unit
+        rules are not so simple."""
+        rooms = []
+        max_amount = None
+        for anchor in batch:
+            inventory = records[anchor].inventories.get(class_name)
+            if inventory is None:
+                continue
+            if inventory.min_unit != 1 or inventory.step_size != 1:
+                return None
+            rooms.append((inventory.capacity - inventory.used, anchor))
+            max_amount = (inventory.max_unit if max_amount is None
+                          else min(max_amount, inventory.max_unit))
+        rooms.sort()
+        return cls([room for room, _ in rooms], [anchor for _, anchor in rooms],
+                   0 if max_amount is None else max_amount)
+
+    def with_room(self, amount: int) -> set[int] | None:
+        """The roots with room for ``amount``; None when beyond max_amount."""
+        if not 1 <= amount <= self.max_amount:
+            return None
+        return set(self.anchors[bisect.bisect_left(self.rooms, amount):])
 
 
 class _Lazy(dict):
@@ -414,6 +461,8 @@ class SnapshotWorld(World):
         # its inventories (() when none is used), for those the search read
         # whole: the summaries are kept by them
         self.all_usages: dict[int, tuple[int, ...]] = {}
+        # the batch taken whole from a kept one, and that one
+        self._reused: tuple[list[int], _KeptBatch] | None = None
         # what the trees must reach, for the snapshot's indexes
         self._class_sets = dict.fromkeys(
             (class_ids[class_name], frozenset(group.traits.forbidden))
@@ -444,7 +493,7 @@ class SnapshotWorld(World):
             {(class_id, frozenset()) for class_id, _ in self._class_sets},
             self._aggregate_sets, self._tree_roots, any_class=True)
 
-    def anchors(self, randomize: bool = False) -> Iterator[int]:
+    def anchor_batches(self, randomize: bool = False) -> Iterator[list[int]]:
         # The first turn of the anchors gives the limit one result at most
         # per anchor (none, when the anchor's trees are full or filtered
         # out): batches start at the limit and double, so that what
@@ -458,7 +507,7 @@ class SnapshotWorld(World):
                 size = remaining  # two batches would read more usages than one
             batch = list(itertools.islice(order, size))
             self._add_trees(batch)
-            yield from batch
+            yield batch
             remaining -= len(batch)
             size *= 2
 
@@ -486,6 +535,7 @@ class SnapshotWorld(World):
             if used == kept.used:
                 self.providers.update(kept.records)
                 self.members.update(kept.members)
+                self._reused = (batch, kept)
                 return
             # only the providers whose usages moved get new records, and
             # the trees they are members of new member lists
@@ -542,7 +592,7 @@ class SnapshotWorld(World):
         records = {provider_id: self.providers[provider_id]
                    for ids in member_ids.values() for provider_id in ids}
         self._snapshot.kept.put(key, _KeptBatch(
-            self._snapshot.serial, used, member_ids, records,
+            self._snapshot.serial, batch, used, member_ids, records,
             {root_id: self.members[root_id] for root_id in batch},
             {provider_id: self.all_usages[provider_id] for provider_id in records
              if provider_id in self.all_usages}),
@@ -636,6 +686,26 @@ class SnapshotWorld(World):
             self.every_usage()
             member_ids = self._member_ids[root_id] = self._members_of(root_id)
         return [self.providers[provider_id] for provider_id in member_ids]
+
+    def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
+                      ) -> Container[int]:
+        # A batch taken whole from a kept one answers from the room left in
+        # its roots, kept with it by class.
+        reused = self._reused
+        if reused is None or reused[0] is not batch:
+            return super().roots_fitting(batch, amounts)
+        kept = reused[1]
+        fitting: set[int] | None = None
+        for class_name, amount in amounts:
+            if class_name not in kept.capacities:
+                kept.capacities[class_name] = _RootCapacities.of(kept.batch, kept.records,
+                                                                 class_name)
+            capacities = kept.capacities[class_name]
+            with_room = None if capacities is None else capacities.with_room(amount)
+            if with_room is None:
+                return super().roots_fitting(batch, amounts)
+            fitting = with_room if fitting is None else fitting & with_room
+        return set() if fitting is None else fitting
 
     def _useful(self, provider_id: int) -> bool:
         """Can the provider be a member of a tree searched: does it have a

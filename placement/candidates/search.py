@@ -27,7 +27,7 @@ import dataclasses
 import itertools
 import random
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
@@ -77,12 +77,25 @@ class World:
 
     def anchors(self, randomize: bool = False) -> Iterator[int]:
         """The roots the search may anchor candidates at, in id order (or a
-        random one). A world loaded lazily overrides this to load the trees
-        of each anchor just before it is searched."""
+        random one)."""
+        return itertools.chain.from_iterable(self.anchor_batches(randomize))
+
+    def anchor_batches(self, randomize: bool = False) -> Iterator[list[int]]:
+        """``anchors`` in batches. A world loaded lazily overrides this to
+        load the trees of a batch just before it is searched."""
         anchors = sorted(self.members)
         if randomize:
             random.shuffle(anchors)
-        return iter(anchors)
+        yield anchors
+
+    def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
+                      ) -> Container[int]:
+        """The anchors of ``batch`` whose root alone has room for each
+        (class, amount): ``fits_every_class`` of each root, which a world
+        keeping its roots' capacities may answer for a whole batch at once."""
+        providers = self.providers
+        return {anchor for anchor in batch
+                if fits_every_class(providers[anchor].inventories, amounts)}
 
     @property
     def spread_unsuffixed(self) -> bool:
@@ -188,6 +201,8 @@ class GroupSearch(NamedTuple):
     spread: GroupChecks | None
     # does one provider pass every check of ``single``, taking everything?
     single_passes: Callable[[Provider, Provider], bool]
+    # the same without the resources' checks; None when there is none
+    single_filters: Callable[[Provider, Provider], bool] | None
     # (class, amount) of the group, in the order its allocations are listed
     resources: tuple[tuple[str, int], ...]
     # spreading: does one provider pass the checks that do not depend on
@@ -233,6 +248,7 @@ def group_search(world: World, group: RequestGroup) -> GroupSearch:
               if group.resources and not group.granular and world.spread_unsuffixed else None)
     return GroupSearch(
         group, single, spread, _passes_all(single.resources, single.provider_filters),
+        _passes_all([], single.provider_filters) if single.provider_filters else None,
         tuple(sorted(group.resources.items())),
         _passes_all([], spread.provider_filters if spread else ()),
         tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else (), {}, {})
@@ -293,11 +309,6 @@ def first_candidate_finder(world: World, plan: GroupSearch
     def first(anchor: int) -> GroupCandidate | None | object:
         members = members_of[anchor]
         root = providers[anchor]
-        if members[0] is root and single_passes(root, root):
-            # the root gives everything: the first candidate, spreading or
-            # not (the checks of one provider taking everything are those
-            # of the root alone spreading over its tree)
-            return _single_candidate(anchor, anchor, resources)
         if not spreads or (len(members) == 1 and members[0] is root):
             for provider in members:
                 if single_passes(provider, root):
@@ -730,12 +741,14 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     # Randomized, the anchors come in a random order and each group's
     # candidates at an anchor too: the first results are a random sample
     # of every result, not only of the trees.
-    anchors = world.anchors(options.randomize)
     if options.max_candidates > 0:
-        stream = _taking_turns(_first_generated(world, anchors, search_anchor, options))
+        stream = _taking_turns(_first_generated(
+            world, world.anchors(options.randomize), search_anchor, options))
     elif lone and not options.randomize:
-        stream = _lone_turns(world, plans[0], anchors, root_allowed)  # its own repeats out
+        stream = _lone_turns(world, plans[0], world.anchor_batches(),
+                             root_allowed)  # its own repeats out
     else:
+        anchors = world.anchors(options.randomize)
         # lazily: with a limit, the later anchors are never searched
         stream = _taking_turns(search_anchor(anchor) for anchor in anchors)
         if world.sharing:
@@ -748,14 +761,21 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
     return results
 
 
-def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
+def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                 root_allowed: Callable[[int], bool] | None) -> Iterator[Result]:
     """The results of a request of one group, the anchors taking turns (as
     ``_taking_turns`` takes them): the first turn asks each anchor for its
     first candidate only (``first_group_candidate``), the later ones go
-    on with the candidates of those that had one."""
-    suffix = plan.group.suffix
+    on with the candidates of those that had one.
+
+    Most trees' first candidate is their root alone, giving everything
+    (a compute, with or without a sharing disk beside it): which roots
+    have room is asked of the world for a whole batch (``roots_fitting``),
+    and those trees look no further."""
+    suffix, resources = plan.group.suffix, plan.resources
     first_candidate = first_candidate_finder(world, plan)
+    members_of, providers = world.members, world.providers
+    root_filters = plan.single_filters
     sharing = world.sharing
     seen: set[tuple] = set()
 
@@ -773,23 +793,35 @@ def _lone_turns(world: World, plan: GroupSearch, anchors: Iterator[int],
     # per anchor that had a first candidate: the anchor, or its candidates
     # after the first when they are already being made
     had_one: list[int | Iterator[GroupCandidate]] = []
-    for anchor in anchors:
-        if root_allowed is not None and not root_allowed(anchor):
-            continue
-        first = first_candidate(anchor)
-        if first is None:
-            continue
-        if first is NOT_AT_ONCE:
-            candidates = group_candidate_stream(world, plan, anchor)
-            first = next(candidates, None)
-            if first is None:
+    for batch in batches:
+        fitting = world.roots_fitting(batch, resources) if resources else ()
+        for anchor in batch:
+            if root_allowed is not None and not root_allowed(anchor):
                 continue
-            had_one.append(candidates)
-        else:
-            had_one.append(anchor)
-        result = new_result(first)
-        if result is not None:
-            yield result
+            root = providers[anchor]
+            if (anchor in fitting and members_of[anchor][0] is root
+                    and (root_filters is None or root_filters(root, root))):
+                # the root gives everything: the tree's first candidate,
+                # spreading or not (the checks of one provider taking
+                # everything are those of the root alone spreading)
+                first: GroupCandidate | None | object = _single_candidate(
+                    anchor, anchor, resources)
+                had_one.append(anchor)
+            else:
+                first = first_candidate(anchor)
+                if first is None:
+                    continue
+                if first is NOT_AT_ONCE:
+                    candidates = group_candidate_stream(world, plan, anchor)
+                    first = next(candidates, None)
+                    if first is None:
+                        continue
+                    had_one.append(candidates)
+                else:
+                    had_one.append(anchor)
+            result = new_result(first)
+            if result is not None:
+                yield result
 
     def the_others() -> Iterator[Iterator[GroupCandidate]]:
         for item in had_one:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from placement import deploy
+from placement.candidates import find
 from placement.db import api as db_api
 from tests.fixtures.base import build_app, make_conf
 from tests.fixtures.metrics import Changes
@@ -142,6 +143,26 @@ def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
         apps, 7, 60, lambda rng: rng.sample(QUERIES, 3), ProviderApi.candidates,
         "placement_allocation_candidates_kept_answers_total")
     assert given >= 60 and stale >= 10, (given, stale)  # both ways were taken
+
+
+def test_new_flavors_are_answered_as_by_a_process_keeping_nothing(apps, monkeypatch):
+    """Every request a new flavor of the same classes: the first batch of
+    trees is kept (its members, usages and records) and the room left in
+    its roots answers which fit, while claims and changes go on."""
+    answered_from_room = []
+    with_room = find._RootCapacities.with_room
+    monkeypatch.setattr(find._RootCapacities, "with_room", lambda self, amount: (
+        answered_from_room.append(amount) or with_room(self, amount)))
+
+    def flavors(rng: random.Random) -> list[str]:
+        # VCPU up to 10: past the max_unit (8) of every inventory
+        return [f"resources=VCPU:{rng.randint(1, 10)},MEMORY_MB:{rng.randint(1, 9000)},"
+                f"DISK_GB:{rng.randint(1, 120)}&limit={rng.choice([2, 5, 100])}"
+                for _ in range(3)]
+
+    _asked_through_changes(apps, 13, 40, flavors, ProviderApi.candidates,
+                           "placement_allocation_candidates_kept_answers_total")
+    assert answered_from_room
 
 
 def test_kept_provider_lists_are_the_lists_of_a_process_keeping_nothing(apps):
