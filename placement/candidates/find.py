@@ -143,9 +143,10 @@ _CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
 
 
 def _allocation_requests(world: World, results: list[Result]) -> list[AllocationRequest]:
-    """The allocation requests of ``results``. A request of one provider
-    takes the same resources as many others (every one of a lone group):
-    they share one dict, so that the answer's JSON encodes it once."""
+    """The allocation requests of ``results``. Many take the same resources
+    of a provider (every request of a lone group taking everything from
+    one provider, the disk of a sharing provider in many): those share
+    one dict, so that the answer's JSON encodes it once."""
     providers = world.providers
     shared: dict[tuple, dict[str, int]] = {}
     requests = []
@@ -162,19 +163,25 @@ def _allocation_requests(world: World, results: list[Result]) -> list[Allocation
                     resources = shared[amounts] = dict(amounts)
                 requests.append(AllocationRequest({uuid: resources}, {suffix: [uuid]}))
                 continue
-        requests.append(_allocation_request(world, result))
+        requests.append(_allocation_request(providers, result, shared))
     return requests
 
 
-def _allocation_request(world: World, result: Result) -> AllocationRequest:
-    providers = world.providers
-    allocations: dict[str, dict[str, int]] = {}
+def _allocation_request(providers: dict[int, Provider], result: Result,
+                        shared: dict[tuple, dict[str, int]]) -> AllocationRequest:
+    amounts_of: dict[int, list[tuple[str, int]]] = {}
     for provider_id, class_name, amount in result.allocations:
-        uuid = providers[provider_id].uuid
-        if uuid in allocations:
-            allocations[uuid][class_name] = amount
+        if provider_id in amounts_of:
+            amounts_of[provider_id].append((class_name, amount))
         else:
-            allocations[uuid] = {class_name: amount}
+            amounts_of[provider_id] = [(class_name, amount)]
+    allocations: dict[str, dict[str, int]] = {}
+    for provider_id, amounts in amounts_of.items():
+        key = tuple(amounts)
+        resources = shared.get(key)
+        if resources is None:
+            resources = shared[key] = dict(key)
+        allocations[providers[provider_id].uuid] = resources
     mappings = {suffix: [providers[provider_id].uuid for provider_id in sorted(provider_ids)]
                 for suffix, provider_ids in result.mappings.items()}
     return AllocationRequest(allocations, mappings)

@@ -207,6 +207,7 @@ class GroupSearch(NamedTuple):
     resources: tuple[tuple[str, int], ...]
     # spreading: does one provider pass the checks that do not depend on
     # the class, and the classes in the order their allocations are listed
+    # (that of ``resources``)
     spread_passes: Callable[[Provider, Provider], bool]
     spread_classes: tuple[ClassChecks, ...]
     # spreading, per anchor looked at: per class, the members able to give
@@ -418,12 +419,16 @@ def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
     providers = frozenset(choice)
     traits_checks = plan.spread.together
     if traits_checks:
-        together = frozenset().union(*(world.providers[p].traits for p in providers))
-        if not all(check.passes(together) for check in traits_checks):
-            return None
+        records = world.providers
+        together = frozenset().union(*[records[provider_id].traits
+                                       for provider_id in providers])
+        for check in traits_checks:
+            if not check.passes(together):
+                return None
+    # plan.resources: the classes and amounts of plan.spread_classes
     return GroupCandidate(anchor, tuple([
-        (provider_id, class_checks.class_name, class_checks.amount)
-        for provider_id, class_checks in zip(choice, plan.spread_classes, strict=True)]),
+        (provider_id, class_name, amount)
+        for provider_id, (class_name, amount) in zip(choice, plan.resources, strict=True)]),
         providers)
 
 

@@ -248,28 +248,44 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
 
 def _allocation_requests(items: list[AllocationRequest], as_dict: bool, with_mappings: bool
                          ) -> list[dict] | wsgi_util.JSONFragment:
-    """The JSON of the allocation requests. From 1.12, a request of one
-    provider is put together from the JSON of its uuid, its resources and
-    its mappings: the resources of many are one dict (a lone group's
-    requests: find._allocation_requests), encoded once."""
+    """The JSON of the allocation requests. From 1.12, written as text:
+    uuids and group suffixes need no escaping (the schemas admit only
+    uuids, and suffixes of letters, digits, ``_`` and ``-``), and the
+    resources of a provider, one dict shared by the many requests taking
+    the same (find._allocation_requests), are encoded once."""
     if not as_dict:
         return [_allocation_request(item, False, False) for item in items]
     encode = wsgi_util.encode_json
     # id(resources) -> their JSON, for this answer (its items hold the dicts)
-    encoded: dict[int, bytes] = {}
+    encoded: dict[int, str] = {}
+
+    def resources_json(resources: dict[str, int]) -> str:
+        text = encoded.get(id(resources))
+        if text is None:
+            text = encoded[id(resources)] = encode(resources).decode()
+        return text
+
     parts = []
     for item in items:
-        if len(item.allocations) != 1:
-            parts.append(encode(_allocation_request(item, True, with_mappings)))
+        allocations, mappings = item.allocations, item.mappings
+        if len(allocations) == 1:  # the most common request: one provider
+            ((uuid, resources),) = allocations.items()
+            allocations_json = f'{{"{uuid}":{{"resources":{resources_json(resources)}}}}}'
+        else:
+            allocations_json = "{" + ",".join([
+                f'"{uuid}":{{"resources":{resources_json(resources)}}}'
+                for uuid, resources in allocations.items()]) + "}"
+        if not with_mappings:
+            parts.append(f'{{"allocations":{allocations_json}}}')
             continue
-        ((uuid, resources),) = item.allocations.items()
-        resources_json = encoded.get(id(resources))
-        if resources_json is None:
-            resources_json = encoded[id(resources)] = encode(resources)
-        allocations = b'{"allocations":{%b:{"resources":%b}}' % (encode(uuid), resources_json)
-        parts.append(allocations + (b',"mappings":%b}' % encode(item.mappings)
-                                    if with_mappings else b"}"))
-    return wsgi_util.JSONFragment(b"[" + b",".join(parts) + b"]")
+        if len(mappings) == 1 and len(uuids := next(iter(mappings.values()))) == 1:
+            mappings_json = f'{{"{next(iter(mappings))}":["{uuids[0]}"]}}'
+        else:
+            mappings_json = "{" + ",".join([
+                f'"{suffix}":[' + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
+                for suffix, uuids in mappings.items()]) + "}"
+        parts.append(f'{{"allocations":{allocations_json},"mappings":{mappings_json}}}')
+    return wsgi_util.JSONFragment(("[" + ",".join(parts) + "]").encode())
 
 
 def _rendered_summary(summary: ProviderSummary, key: _RenderedAs) -> wsgi_util.JSONFragment:

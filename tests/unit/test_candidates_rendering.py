@@ -1,6 +1,5 @@
-"""The JSON of allocation requests, put together from pieces for requests
-of one provider, is the JSON of the same requests as dicts, at every
-body format."""
+"""The JSON of allocation requests, written as text, is the JSON of the
+same requests as dicts, at every body format."""
 
 from __future__ import annotations
 
@@ -17,12 +16,16 @@ ITEMS = [
     AllocationRequest({"u2": SHARED}, {"": ["u2"]}),
     # one provider taking two granular groups
     AllocationRequest({"u3": {"VCPU": 4}}, {"1": ["u3"], "2": ["u3"]}),
-    # a compute and a sharing disk
+    # a compute and a sharing disk, in one group or two
     AllocationRequest({"u4": {"VCPU": 1}, "u5": {"DISK_GB": 10}}, {"": ["u4", "u5"]}),
+    AllocationRequest({"u4": SHARED, "u5": {"DISK_GB": 10}}, {"1": ["u4"], "2": ["u5", "u4"]}),
     # a resourceless group mapped beside a provider giving everything
     AllocationRequest({"u6": {"VGPU": 1}}, {"_G": ["u6"], "_NUMA": ["u7"]}),
-    # odd but valid names survive the encoding
-    AllocationRequest({'u"8\\': {"CUSTOM_\u00e9": 1}}, {"_X": ['u"8\\']}),
+    # class names are encoded (uuids and suffixes are written as they are:
+    # the schemas admit none needing an escape)
+    AllocationRequest({"u8": {"CUSTOM_\u00e9": 1, 'CUSTOM_"\\': 2}}, {"_X": ["u8"]}),
+    # nothing at all
+    AllocationRequest({}, {}),
 ]
 
 
