@@ -213,9 +213,9 @@ class GroupSearch(NamedTuple):
     # spreading, per anchor looked at: per class, the members able to give
     # it (``_spread_options``, kept for the anchor's later turns)
     spread_options: dict[int, list[list[int]]]
-    # spreading: can a provider (by id) give the class of this index?
-    # (the same answer at every anchor it serves)
-    spread_able: dict[tuple[int, int], bool]
+    # spreading: the indexes in ``resources`` of the classes a provider (by
+    # id) can give (the same answer at every anchor it serves)
+    spread_able: dict[int, tuple[int, ...]]
 
     @property
     def checks(self) -> GroupChecks:
@@ -372,19 +372,18 @@ def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[i
     if options is None:
         root = world.providers[anchor]
         passes, able = plan.spread_passes, plan.spread_able
-        eligible = [provider for provider in world.members[anchor] if passes(provider, root)]
-        options = []
-        for index, class_checks in enumerate(plan.spread_classes):
-            amount = ((class_checks.class_name, class_checks.amount),)
-            option = []
-            for provider in eligible:
-                key = (provider.id, index)
-                fits = able.get(key)
-                if fits is None:
-                    fits = able[key] = fits_every_class(provider.inventories, amount)
-                if fits:
-                    option.append(provider.id)
-            options.append(option)
+        options = [[] for _ in plan.resources]
+        for provider in world.members[anchor]:
+            if not passes(provider, root):
+                continue
+            gives = able.get(provider.id)
+            if gives is None:
+                inventories = provider.inventories
+                gives = able[provider.id] = tuple([
+                    index for index, amount in enumerate(plan.resources)
+                    if fits_every_class(inventories, (amount,))])
+            for index in gives:
+                options[index].append(provider.id)
         plan.spread_options[anchor] = options
     return options
 
