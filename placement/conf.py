@@ -124,7 +124,8 @@ placement_opts = [
         "asked with ``resources`` are kept there too (about 2 kB per provider "
         "listed), and so is what searches derive from each provider (its "
         "search record, its tree's members and its summary, about 1.8 kB), "
-        "all emptied at once when it passes half of this bound.",
+        "all emptied at once when it passes half of this bound or, in a "
+        "cloud where that is more, 2 kB per provider.",
     ),
 ]
 

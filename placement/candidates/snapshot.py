@@ -155,6 +155,10 @@ _PROVIDER_ENTRIES = 8
 # What requests keep between them (KeptStore), in bytes, unless configured
 # (``[placement] allocation_candidates_cache_mb``).
 KEPT_CAPACITY = 32 * 1024 * 1024
+# What the memos may hold per provider of the cloud whatever that bound
+# (KeptStore.allow_memos): about what one kind of request derives from a
+# provider (find's search record, members and summary sizes).
+MEMO_BYTES_PER_PROVIDER = 2048
 
 
 class KeptStore:
@@ -166,10 +170,16 @@ class KeptStore:
       it was made from, for the reader to check;
     * what requests put in providers' memos (``CachedProvider.memo``: a
       search record, a tree's members, a summary), counted as they are
-      put (``count_memo``). Past half of the bound, ``empty_memos`` (the
-      cache's) empties every provider's memo and counting starts again.
-      Memos are read thousands of times per request: emptying them all,
-      rarely, costs less than keeping them in order of use.
+      put (``count_memo``). Past half of the bound, or past
+      ``memo_floor`` when that is more, ``empty_memos`` (the cache's)
+      empties every provider's memo and counting starts again. Memos are
+      read thousands of times per request: emptying them all, rarely,
+      costs less than keeping them in order of use. The floor lets them
+      hold what one kind of request derives from every provider of a
+      large cloud (``MEMO_BYTES_PER_PROVIDER``): below it, requests of new
+      shapes visiting different providers (other filters) emptied them
+      every few requests, and each made them all again. The entries keep
+      at least half of the bound.
     """
 
     def __init__(self, capacity: int = KEPT_CAPACITY,
@@ -179,6 +189,7 @@ class KeptStore:
         self._memos_size = 0
         self._capacity = capacity
         self._empty_memos = empty_memos
+        self._memo_floor = 0
         self._lock = threading.Lock()
 
     @property
@@ -214,21 +225,40 @@ class KeptStore:
             self._capacity = capacity
             self._shrink()
 
+    def allow_memos(self, floor: int) -> None:
+        """Let the memos hold ``floor`` bytes even past half of the bound
+        (not when the bound is 0: nothing is kept)."""
+        with self._lock:
+            self._memo_floor = floor
+            self._shrink()
+
     def _shrink(self) -> None:
-        """Within the bound again (the lock held: emptying the memos, which
+        """Within the bounds again (the lock held: emptying the memos, which
         touches nothing of the store, holds off the others' gets and puts
         for the few milliseconds it takes, rarely)."""
-        if self._memos_size > self._capacity // 2:
+        half = self._capacity // 2
+        if self._memos_size > (max(half, self._memo_floor) if self._capacity else 0):
             self._memos_size = 0
             self._empty_memos()
-        while self._entries and self.size > self._capacity:
+        while self._entries and (self._entries_size + min(self._memos_size, half)
+                                 > self._capacity):
             _, (_, dropped) = self._entries.popitem(last=False)
             self._entries_size -= dropped
+
+
+def _union(sets: list[frozenset[int]]) -> frozenset[int]:
+    """The union of ``sets``, one of them as it is when it is the only one."""
+    return sets[0] if len(sets) == 1 else frozenset().union(*sets)
 
 
 # The entries of a snapshot's memo: each is made from the indexes alone.
 
 class _AggregateRoots(Key[frozenset[int]]):
+    # aggregate_uuid: str
+    __slots__ = ()
+
+
+class _AggregateReach(Key[frozenset[int]]):
     # aggregate_uuid: str
     __slots__ = ()
 
@@ -390,17 +420,19 @@ class Snapshot:
                 return ()
             reaches = [self._class_reach(class_id, forbidden)
                        for class_id, forbidden in class_sets]
-            roots = (frozenset().union(*reaches) if any_class
-                     else frozenset.intersection(*reaches))
-            for aggregate_uuids in aggregate_sets:
-                roots = roots & self._reaching(aggregate_uuids)
-            for root_id in tree_roots:
-                roots = roots & self._tree_reach(root_id)
-            for traits in trait_sets:
-                roots = roots & frozenset().union(*map(self._trait_reach, traits))
-            for traits in root_required:
-                roots = roots & frozenset().union(*(self.trait_members.get(name, ())
-                                                    for name in traits))
+            if any_class:
+                reaches = [frozenset().union(*reaches)]
+            reaches += [_union([self._aggregate_reach(uuid) for uuid in aggregate_uuids])
+                        for aggregate_uuids in aggregate_sets]
+            reaches += [self._tree_reach(root_id) for root_id in tree_roots]
+            reaches += [_union([self._trait_reach(name) for name in traits])
+                        for traits in trait_sets]
+            reaches += [_union([self.trait_members.get(name, frozenset()) for name in traits])
+                        for traits in root_required]
+            # the smallest first: an intersection costs the size of its
+            # smaller set, and the reaches are kept sets of up to every root
+            reaches.sort(key=len)
+            roots = reaches[0].intersection(*reaches[1:])
             for name in root_forbidden:
                 roots = roots - self.trait_members.get(name, frozenset())
             return tuple(sorted(roots))
@@ -437,14 +469,14 @@ class Snapshot:
             sharing_id for sharing_id in self.sharing
             if not class_ids.isdisjoint(self.providers[sharing_id].inventories)))
 
-    def _reaching(self, aggregate_uuids: frozenset[str]) -> frozenset[int]:
-        """Roots of trees with a provider in one of the aggregates, or
-        served by a sharing provider in one: a group requiring them has no
-        candidate elsewhere, whichever provider (or root) must be in them."""
-        by_aggregate = self._sharing_by_aggregate()
-        sharing_in = set().union(*(by_aggregate.get(uuid, ()) for uuid in aggregate_uuids))
-        return self._sharing_reach(sharing_in).union(
-            *(self.aggregate_roots(uuid) for uuid in aggregate_uuids))
+    def _aggregate_reach(self, aggregate_uuid: str) -> frozenset[int]:
+        """Roots of trees with a provider in the aggregate, or served by a
+        sharing provider in it: a group requiring it has no candidate
+        elsewhere, whichever provider (or root) must be in it."""
+        def make() -> frozenset[int]:
+            sharing_in = self._sharing_by_aggregate().get(aggregate_uuid, ())
+            return self._sharing_reach(sharing_in) | self.aggregate_roots(aggregate_uuid)
+        return self.memo.get_or_make(_AggregateReach(aggregate_uuid), make)
 
     def _tree_reach(self, root_id: int) -> frozenset[int]:
         """The tree of ``root_id`` and the trees its sharing providers
@@ -708,6 +740,7 @@ class ProviderCache:
                 loaded = _load(connection, changed)
                 snapshot = state.snapshot.updated(loaded, changed - loaded.keys())
                 metrics.count_provider_cache_refresh("incremental", len(loaded))
+            snapshot.kept.allow_memos(MEMO_BYTES_PER_PROVIDER * len(snapshot.providers))
             self._state = _State(snapshot, versions, total)
             return snapshot
 

@@ -41,3 +41,24 @@ def test_a_smaller_bound_empties_the_memos_it_no_longer_holds():
     store.count_memo(4)
     store.resize(6)
     assert (store.size, emptied) == (0, [True])
+
+
+def test_a_floor_lets_the_memos_of_a_large_cloud_stay_and_the_entries_keep_half():
+    emptied = []
+    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store.allow_memos(8)
+    store.count_memo(7)  # past half of the bound, within the floor
+    store.put("a", "A", 5)  # the entries keep their half
+    assert (store.get("a"), emptied) == ("A", [])
+    store.put("b", "B", 1)
+    assert (store.get("a"), store.get("b"), emptied) == (None, "B", [])
+    store.count_memo(2)  # past the floor
+    assert (store.size, emptied) == (1, [True])
+
+
+def test_no_floor_keeps_memos_when_the_bound_is_nothing():
+    emptied = []
+    store = KeptStore(capacity=0, empty_memos=lambda: emptied.append(True))
+    store.allow_memos(8)
+    store.count_memo(1)
+    assert (store.size, emptied) == (0, [True])
