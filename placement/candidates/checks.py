@@ -78,6 +78,10 @@ class GroupChecks(NamedTuple):
     # together
     provider_filters: tuple[Check, ...]
     together: tuple[TraitsCheck, ...]
+    # do the provider filters of a foreign provider look at the root
+    # (spreading, with forbidden aggregates or in_tree)? If not, a
+    # sharing provider passes them at every tree it serves or at none
+    foreign_sees_root: bool
 
 
 def group_checks(group: RequestGroup, spread: bool,
@@ -92,9 +96,12 @@ def group_checks(group: RequestGroup, spread: bool,
     if group.in_tree is not None and group.resources:
         filters.append(_in_tree_check(group.in_tree, tree_roots_by_uuid.get(group.in_tree),
                                       spread))
+    foreign_sees_root = spread and bool(
+        group.aggregates.forbidden or (group.in_tree is not None and group.resources))
     return GroupChecks(spread, resources, filters,
                        tuple(check for check in filters if isinstance(check, Check)),
-                       tuple(check for check in filters if isinstance(check, TraitsCheck)))
+                       tuple(check for check in filters if isinstance(check, TraitsCheck)),
+                       foreign_sees_root)
 
 
 def fits_every_class(inventories: dict[str, InventoryUsage],

@@ -216,6 +216,9 @@ class GroupSearch(NamedTuple):
     # spreading: the indexes in ``resources`` of the classes a provider (by
     # id) can give (the same answer at every anchor it serves)
     spread_able: dict[int, tuple[int, ...]]
+    # the same of a sharing provider serving other trees, () when it does
+    # not pass ``spread_passes``, where that does not depend on the root
+    spread_foreign: dict[int, tuple[int, ...]]
 
     @property
     def checks(self) -> GroupChecks:
@@ -252,7 +255,8 @@ def group_search(world: World, group: RequestGroup) -> GroupSearch:
         _passes_all([], single.provider_filters) if single.provider_filters else None,
         tuple(sorted(group.resources.items())),
         _passes_all([], spread.provider_filters if spread else ()),
-        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else (), {}, {})
+        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else (),
+        {}, {}, {})
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
@@ -371,21 +375,35 @@ def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[i
     options = plan.spread_options.get(anchor)
     if options is None:
         root = world.providers[anchor]
-        passes, able = plan.spread_passes, plan.spread_able
+        passes, able, foreign = plan.spread_passes, plan.spread_able, plan.spread_foreign
+        # a sharing provider passes at every tree it serves or at none,
+        # unless a check looks at the root: asked once then
+        foreign_once = not plan.spread.foreign_sees_root
         options = [[] for _ in plan.resources]
         for provider in world.members[anchor]:
-            if not passes(provider, root):
+            if foreign_once and provider.root_id != anchor:
+                gives = foreign.get(provider.id)
+                if gives is None:
+                    gives = foreign[provider.id] = (
+                        _classes_given(plan, provider) if passes(provider, root) else ())
+            elif passes(provider, root):
+                gives = able.get(provider.id)
+                if gives is None:
+                    gives = able[provider.id] = _classes_given(plan, provider)
+            else:
                 continue
-            gives = able.get(provider.id)
-            if gives is None:
-                inventories = provider.inventories
-                gives = able[provider.id] = tuple([
-                    index for index, amount in enumerate(plan.resources)
-                    if fits_every_class(inventories, (amount,))])
             for index in gives:
                 options[index].append(provider.id)
         plan.spread_options[anchor] = options
     return options
+
+
+def _classes_given(plan: GroupSearch, provider: Provider) -> tuple[int, ...]:
+    """The indexes in ``plan.resources`` of the classes ``provider`` has
+    room for."""
+    inventories = provider.inventories
+    return tuple([index for index, amount in enumerate(plan.resources)
+                  if fits_every_class(inventories, (amount,))])
 
 
 def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
