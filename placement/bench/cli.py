@@ -129,8 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "({workdir}: a scratch directory of the run), e.g. "
                              "'uwsgi --http 127.0.0.1:{port} --socket {workdir}/uwsgi-{port}.sock "
                              "--http-to {workdir}/uwsgi-{port}.sock --http-keepalive "
-                             "--http-buffer-size 1048576 --master --processes 2 --pythonpath . "
-                             "--module placement.wsgi:application --die-on-term' "
+                             "--http-buffer-size 1048576 --master --processes 2 --enable-threads "
+                             "--pythonpath . --module placement.wsgi:application --die-on-term' "
                              "(default: %(default)s)")
     parser.add_argument("--day-speed", type=float, default=1.0,
                         help="f.day: multiply the day's rates by this (default 1: the rates "
