@@ -42,8 +42,8 @@ from placement.candidates.snapshot import snapshot as current_snapshot
 from placement.objects import resource_class, trait
 from placement.objects.inventory import InventoryUsage
 
-__all__ = ["AllocationRequest", "Candidates", "Prepared", "ProviderSummary", "RequestGroup",
-           "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
+__all__ = ["AllocationRequest", "Candidates", "OneProviderRequest", "Prepared", "ProviderSummary",
+           "RequestGroup", "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
 
 
 class AllocationRequest(NamedTuple):
@@ -52,6 +52,25 @@ class AllocationRequest(NamedTuple):
     allocations: dict[str, dict[str, int]]
     # group suffix -> uuids of the providers that satisfied it
     mappings: dict[str, list[str]]
+
+
+class OneProviderRequest(NamedTuple):
+    """An allocation request of one group taking everything from one
+    provider, the most common: made, and written (the API's handler),
+    without its dicts; ``allocations`` and ``mappings`` make them when
+    asked."""
+
+    uuid: str
+    resources: dict[str, int]  # shared between requests, never changed
+    suffix: str
+
+    @property
+    def allocations(self) -> dict[str, dict[str, int]]:
+        return {self.uuid: self.resources}
+
+    @property
+    def mappings(self) -> dict[str, list[str]]:
+        return {self.suffix: [self.uuid]}
 
 
 @dataclasses.dataclass(slots=True)
@@ -75,7 +94,7 @@ class ProviderSummary:
 
 @dataclasses.dataclass(slots=True)
 class Candidates:
-    allocation_requests: list[AllocationRequest]
+    allocation_requests: list[AllocationRequest | OneProviderRequest]
     provider_summaries: list[ProviderSummary]
     # a kept answer is given to several requests (see _KeptAnswer)
     rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
@@ -142,7 +161,8 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 _CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
 
 
-def _allocation_requests(world: World, results: list[Result]) -> list[AllocationRequest]:
+def _allocation_requests(world: World, results: list[Result]
+                         ) -> list[AllocationRequest | OneProviderRequest]:
     """The allocation requests of ``results``. Many take the same resources
     of a provider (every request of a lone group taking everything from
     one provider, the disk of a sharing provider in many): those share
@@ -161,7 +181,7 @@ def _allocation_requests(world: World, results: list[Result]) -> list[Allocation
                 resources = shared.get(amounts)
                 if resources is None:
                     resources = shared[amounts] = dict(amounts)
-                requests.append(AllocationRequest({uuid: resources}, {suffix: [uuid]}))
+                requests.append(OneProviderRequest(uuid, resources, suffix))
                 continue
         requests.append(_allocation_request(providers, result, shared))
     return requests

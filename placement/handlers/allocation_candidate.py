@@ -17,6 +17,7 @@ from placement.candidates.filters import TraitFilter
 from placement.candidates.find import (
     AllocationRequest,
     Candidates,
+    OneProviderRequest,
     ProviderSummary,
     RequestGroup,
     SearchOptions,
@@ -246,8 +247,8 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     return body
 
 
-def _allocation_requests(items: list[AllocationRequest], as_dict: bool, with_mappings: bool
-                         ) -> list[dict] | wsgi_util.JSONFragment:
+def _allocation_requests(items: list[AllocationRequest | OneProviderRequest], as_dict: bool,
+                         with_mappings: bool) -> list[dict] | wsgi_util.JSONFragment:
     """The JSON of the allocation requests. From 1.12, written as text:
     uuids and group suffixes need no escaping (the schemas admit only
     uuids, and suffixes of letters, digits, ``_`` and ``-``), and the
@@ -267,23 +268,22 @@ def _allocation_requests(items: list[AllocationRequest], as_dict: bool, with_map
 
     parts = []
     for item in items:
-        allocations, mappings = item.allocations, item.mappings
-        if len(allocations) == 1:  # the most common request: one provider
-            ((uuid, resources),) = allocations.items()
+        if type(item) is OneProviderRequest:  # the most common request
+            uuid, resources, suffix = item
             allocations_json = f'{{"{uuid}":{{"resources":{resources_json(resources)}}}}}'
-        else:
-            allocations_json = "{" + ",".join([
-                f'"{uuid}":{{"resources":{resources_json(resources)}}}'
-                for uuid, resources in allocations.items()]) + "}"
+            parts.append(f'{{"allocations":{allocations_json},"mappings":{{"{suffix}":["{uuid}"]}}}}'
+                         if with_mappings else f'{{"allocations":{allocations_json}}}')
+            continue
+        allocations, mappings = item.allocations, item.mappings
+        allocations_json = "{" + ",".join([
+            f'"{uuid}":{{"resources":{resources_json(resources)}}}'
+            for uuid, resources in allocations.items()]) + "}"
         if not with_mappings:
             parts.append(f'{{"allocations":{allocations_json}}}')
             continue
-        if len(mappings) == 1 and len(uuids := next(iter(mappings.values()))) == 1:
-            mappings_json = f'{{"{next(iter(mappings))}":["{uuids[0]}"]}}'
-        else:
-            mappings_json = "{" + ",".join([
-                f'"{suffix}":[' + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
-                for suffix, uuids in mappings.items()]) + "}"
+        mappings_json = "{" + ",".join([
+            f'"{suffix}":[' + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
+            for suffix, uuids in mappings.items()]) + "}"
         parts.append(f'{{"allocations":{allocations_json},"mappings":{mappings_json}}}')
     return wsgi_util.JSONFragment(("[" + ",".join(parts) + "]").encode())
 
@@ -305,7 +305,8 @@ class _RenderedAs(Key[wsgi_util.JSONFragment]):
     __slots__ = ()
 
 
-def _allocation_request(item: AllocationRequest, as_dict: bool, with_mappings: bool) -> dict:
+def _allocation_request(item: AllocationRequest | OneProviderRequest, as_dict: bool,
+                        with_mappings: bool) -> dict:
     if as_dict:
         allocations = item.allocations
         if len(allocations) == 1:  # the most common request: one provider

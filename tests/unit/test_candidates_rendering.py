@@ -6,14 +6,16 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from placement.candidates.find import AllocationRequest
+from placement.candidates.find import AllocationRequest, OneProviderRequest
 from placement.handlers import allocation_candidate
 
 SHARED = {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2}
 ITEMS = [
-    # one provider, the resources shared with the next request (a lone group)
+    # one provider, the resources shared with the next requests (a lone group)
+    OneProviderRequest("u1", SHARED, ""),
+    OneProviderRequest("u2", SHARED, ""),
+    OneProviderRequest("u9", SHARED, "_G"),
     AllocationRequest({"u1": SHARED}, {"": ["u1"]}),
-    AllocationRequest({"u2": SHARED}, {"": ["u2"]}),
     # one provider taking two granular groups
     AllocationRequest({"u3": {"VCPU": 4}}, {"1": ["u3"], "2": ["u3"]}),
     # a compute and a sharing disk, in one group or two
