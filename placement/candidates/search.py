@@ -340,11 +340,15 @@ def _spreads(world: World, plan: GroupSearch, anchor: int) -> bool:
 
 def _single_candidate(anchor: int, provider_id: int, resources: tuple[tuple[str, int], ...]
                       ) -> GroupCandidate:
+    return GroupCandidate(anchor, _one_provider_allocations(provider_id, resources),
+                          frozenset((provider_id,)))
+
+
+def _one_provider_allocations(provider_id: int, resources: tuple[tuple[str, int], ...]
+                              ) -> tuple[tuple[int, str, int], ...]:
     # tuple([...]): a list comprehension makes it twice as fast as a
     # generator, and a request may make a thousand of these
-    return GroupCandidate(anchor, tuple([(provider_id, class_name, amount)
-                                         for class_name, amount in resources]),
-                          frozenset((provider_id,)))
+    return tuple([(provider_id, class_name, amount) for class_name, amount in resources])
 
 
 def _single_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
@@ -801,11 +805,12 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
     sharing = world.sharing
     seen: set[tuple] = set()
 
-    def new_result(candidate: GroupCandidate) -> Result | None:
-        """The result of ``candidate``, None when it was given already:
-        only one of sharing providers alone can be (_repeat_key)."""
-        result = Result(candidate.allocations, {suffix: candidate.providers})
-        if sharing and candidate.providers <= sharing:
+    def new_result(allocations: tuple[tuple[int, str, int], ...], mapped: frozenset[int]
+                   ) -> Result | None:
+        """The result of a candidate, None when it was given already: only
+        one of sharing providers alone can be (_repeat_key)."""
+        result = Result(allocations, {suffix: mapped})
+        if sharing and mapped <= sharing:
             key = result.key()
             if key in seen:
                 return None
@@ -826,9 +831,9 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                 # the root gives everything: the tree's first candidate,
                 # spreading or not (the checks of one provider taking
                 # everything are those of the root alone spreading)
-                first: GroupCandidate | None | object = _single_candidate(
-                    anchor, anchor, resources)
                 had_one.append(anchor)
+                result = new_result(_one_provider_allocations(anchor, resources),
+                                    frozenset((anchor,)))
             else:
                 first = first_candidate(anchor)
                 if first is None:
@@ -841,7 +846,7 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                     had_one.append(candidates)
                 else:
                     had_one.append(anchor)
-            result = new_result(first)
+                result = new_result(first.allocations, first.providers)
             if result is not None:
                 yield result
 
@@ -850,7 +855,7 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
             yield (itertools.islice(group_candidate_stream(world, plan, item), 1, None)
                    if isinstance(item, int) else item)
     for candidate in _taking_turns(the_others()):
-        result = new_result(candidate)
+        result = new_result(candidate.allocations, candidate.providers)
         if result is not None:
             yield result
 
