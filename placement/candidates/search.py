@@ -60,7 +60,7 @@ class Provider:
 class World:
     providers: dict[int, Provider]
     # The sharing providers (of the whole database, not only those here).
-    sharing: Collection[int]
+    sharing: frozenset[int]
     # Some provider in the database has a parent.
     has_nesting: bool
     # in_tree uuid -> root id of its tree (absent: no such provider).
@@ -658,17 +658,21 @@ def _taking_turns(iterators: Iterable[Iterator]) -> Iterator:
         active = still_active
 
 
-def _repeat_key(world: World, result: Result) -> tuple:
-    """The identity of ``result`` if it can repeat, else (). Only a result
-    made of sharing providers alone can: it is found at every anchor they
-    serve, while a result with any other provider comes from the one anchor
-    that is its root."""
+def _repeated(world: World, result: Result, seen: set[tuple]) -> bool:
+    """Was ``result`` given already? ``seen``: the keys of the results
+    given so far that can repeat, this one's added. Only a result made of
+    sharing providers alone can repeat: it is found at every anchor they
+    serve, while a result with any other provider comes from the one
+    anchor that is its root."""
     sharing = world.sharing
     for providers in result.mappings.values():
-        for provider_id in providers:
-            if provider_id not in sharing:
-                return ()
-    return result.key()
+        if not sharing.issuperset(providers):
+            return False
+    key = result.key()
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
 
 
 def _unique(world: World, items: Iterable, result_of: Callable = lambda item: item
@@ -676,12 +680,8 @@ def _unique(world: World, items: Iterable, result_of: Callable = lambda item: it
     """``items`` without repeated results (``result_of`` an item)."""
     seen: set[tuple] = set()
     for item in items:
-        key = _repeat_key(world, result_of(item))
-        if key:
-            if key in seen:
-                continue
-            seen.add(key)
-        yield item
+        if not _repeated(world, result_of(item), seen):
+            yield item
 
 
 def alike(group: RequestGroup, other: RequestGroup) -> bool:
@@ -807,14 +807,12 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
 
     def new_result(allocations: tuple[tuple[int, str, int], ...], mapped: frozenset[int]
                    ) -> Result | None:
-        """The result of a candidate, None when it was given already: only
-        one of sharing providers alone can be (_repeat_key)."""
+        """The result of a candidate, None when it was given already
+        (``_repeated``, asked only of a result of sharing providers: the
+        others, nearly all, cannot be, and this is asked of each)."""
         result = Result(allocations, {suffix: mapped})
-        if sharing and mapped <= sharing:
-            key = result.key()
-            if key in seen:
-                return None
-            seen.add(key)
+        if sharing and mapped <= sharing and _repeated(world, result, seen):
+            return None
         return result
 
     # per anchor that had a first candidate: the anchor, or its candidates
