@@ -582,17 +582,14 @@ class SnapshotWorld(World):
         else:
             self._keep_batch(key, batch, used)
 
-    def _load_trees(self, batch: list[int], used: dict[tuple[int, int], int] | None = None
-                    ) -> dict[tuple[int, int], int]:
-        """_add_trees, one provider at a time; ``used``: the usages of the
-        batch, when they were read already. The usages read."""
+    def _load_trees(self, batch: list[int]) -> dict[tuple[int, int], int]:
+        """_add_trees, one provider at a time; the usages read."""
         member_ids = self._member_ids
         for root_id in batch:
             member_ids[root_id] = self._members_of(root_id)
         new = sorted({provider_id for root_id in batch for provider_id in member_ids[root_id]}
                      .difference(self._loaded))
-        if used is None:
-            used = self._add_usages(new)
+        used = self._add_usages(new)
         self._loaded.update(new)
         records = self.providers
         new_record = self._new_record
