@@ -3,6 +3,13 @@
 from placement.candidates.snapshot import KeptStore
 
 
+def _noting_emptied_memos(capacity: int) -> tuple[KeptStore, list[bool]]:
+    """A store of ``capacity`` bytes, and the list it notes each emptying
+    of the memos in."""
+    emptied: list[bool] = []
+    return KeptStore(capacity=capacity, empty_memos=lambda: emptied.append(True)), emptied
+
+
 def test_the_least_recently_used_go_first_when_the_sizes_pass_the_bound():
     store = KeptStore(capacity=10)
     store.put("a", "A", 4)
@@ -24,8 +31,7 @@ def test_putting_a_key_again_replaces_its_size():
 
 
 def test_providers_memos_count_against_the_bound_and_are_emptied_past_half_of_it():
-    emptied = []
-    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store, emptied = _noting_emptied_memos(10)
     store.put("a", "A", 4)
     store.count_memo(3)
     assert (store.size, emptied) == (7, [])
@@ -36,16 +42,14 @@ def test_providers_memos_count_against_the_bound_and_are_emptied_past_half_of_it
 
 
 def test_a_smaller_bound_empties_the_memos_it_no_longer_holds():
-    emptied = []
-    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store, emptied = _noting_emptied_memos(10)
     store.count_memo(4)
     store.resize(6)
     assert (store.size, emptied) == (0, [True])
 
 
 def test_a_floor_lets_the_memos_of_a_large_cloud_stay_and_the_entries_keep_half():
-    emptied = []
-    store = KeptStore(capacity=10, empty_memos=lambda: emptied.append(True))
+    store, emptied = _noting_emptied_memos(10)
     store.allow_memos(8)
     store.count_memo(7)  # past half of the bound, within the floor
     store.put("a", "A", 5)  # the entries keep their half
@@ -57,8 +61,7 @@ def test_a_floor_lets_the_memos_of_a_large_cloud_stay_and_the_entries_keep_half(
 
 
 def test_no_floor_keeps_memos_when_the_bound_is_nothing():
-    emptied = []
-    store = KeptStore(capacity=0, empty_memos=lambda: emptied.append(True))
+    store, emptied = _noting_emptied_memos(0)
     store.allow_memos(8)
     store.count_memo(1)
     assert (store.size, emptied) == (0, [True])
