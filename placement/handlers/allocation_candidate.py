@@ -254,8 +254,10 @@ def _allocation_requests(items: list[AllocationRequest | OneProviderRequest], as
     uuids, and suffixes of letters, digits, ``_`` and ``-``), and the
     resources of a provider, one dict shared by the many requests taking
     the same (find._allocation_requests), are encoded once."""
-    if not as_dict:
-        return [_allocation_request(item, False, False) for item in items]
+    if not as_dict:  # before 1.12 (and so without mappings)
+        return [{"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
+                                 for uuid, resources in item.allocations.items()]}
+                for item in items]
     encode = wsgi_util.encode_json
     # id(resources) -> their JSON, for this answer (its items hold the dicts)
     encoded: dict[int, str] = {}
@@ -303,24 +305,6 @@ class _RenderedAs(Key[wsgi_util.JSONFragment]):
     answer's (the allocation requests' format and the summaries')."""
     # body_format: tuple[bool, bool], or a pair of them (key[1])
     __slots__ = ()
-
-
-def _allocation_request(item: AllocationRequest | OneProviderRequest, as_dict: bool,
-                        with_mappings: bool) -> dict:
-    if as_dict:
-        allocations = item.allocations
-        if len(allocations) == 1:  # the most common request: one provider
-            ((uuid, resources),) = allocations.items()
-            body: dict = {"allocations": {uuid: {"resources": resources}}}
-        else:
-            body = {"allocations": {uuid: {"resources": resources}
-                                    for uuid, resources in allocations.items()}}
-    else:
-        body = {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
-                                for uuid, resources in item.allocations.items()]}
-    if with_mappings:
-        body["mappings"] = item.mappings
-    return body
 
 
 def _provider_summary(summary: ProviderSummary, with_traits: bool, nested: bool) -> dict:

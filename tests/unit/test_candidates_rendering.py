@@ -35,7 +35,18 @@ ITEMS = [
                                                         (True, True)])
 def test_pieces_make_the_json_of_the_dicts(as_dict, with_mappings):
     rendered = allocation_candidate._allocation_requests(ITEMS, as_dict, with_mappings)
-    expected = orjson.dumps([allocation_candidate._allocation_request(item, as_dict,
-                                                                      with_mappings)
-                             for item in ITEMS])
+    expected = orjson.dumps([_as_dict(item, as_dict, with_mappings) for item in ITEMS])
     assert orjson.dumps(rendered) == expected
+
+
+def _as_dict(item: AllocationRequest | OneProviderRequest, as_dict: bool,
+             with_mappings: bool) -> dict:
+    """An allocation request's body as the spec gives it."""
+    if not as_dict:
+        return {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
+                                for uuid, resources in item.allocations.items()]}
+    body: dict = {"allocations": {uuid: {"resources": resources}
+                                  for uuid, resources in item.allocations.items()}}
+    if with_mappings:
+        body["mappings"] = item.mappings
+    return body
