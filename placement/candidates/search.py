@@ -206,10 +206,8 @@ class GroupSearch(NamedTuple):
     # (class, amount) of the group, in the order its allocations are listed
     resources: tuple[tuple[str, int], ...]
     # spreading: does one provider pass the checks that do not depend on
-    # the class, and the classes in the order their allocations are listed
-    # (that of ``resources``)
+    # the class? (the classes are those of ``resources``, in its order)
     spread_passes: Callable[[Provider, Provider], bool]
-    spread_classes: tuple[ClassChecks, ...]
     # spreading, per anchor looked at: per class, the members able to give
     # it (``_spread_options``, kept for the anchor's later turns)
     spread_options: dict[int, list[list[int]]]
@@ -254,9 +252,7 @@ def group_search(world: World, group: RequestGroup) -> GroupSearch:
         group, single, spread, _passes_all(single.resources, single.provider_filters),
         _passes_all([], single.provider_filters) if single.provider_filters else None,
         tuple(sorted(group.resources.items())),
-        _passes_all([], spread.provider_filters if spread else ()),
-        tuple(sorted(spread.resources, key=attrgetter("class_name"))) if spread else (),
-        {}, {}, {})
+        _passes_all([], spread.provider_filters if spread else ()), {}, {}, {})
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
@@ -435,7 +431,7 @@ def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[Gro
 def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
                       choice: tuple[int, ...]) -> GroupCandidate | None:
     """The candidate of ``choice`` (a provider per class, in the order of
-    ``plan.spread_classes``), unless its providers lack a required trait
+    ``plan.resources``), unless its providers lack a required trait
     together."""
     providers = frozenset(choice)
     traits_checks = plan.spread.together
@@ -446,7 +442,6 @@ def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
         for check in traits_checks:
             if not check.passes(together):
                 return None
-    # plan.resources: the classes and amounts of plan.spread_classes
     return GroupCandidate(anchor, tuple([
         (provider_id, class_name, amount)
         for provider_id, (class_name, amount) in zip(choice, plan.resources, strict=True)]),
