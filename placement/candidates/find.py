@@ -25,6 +25,7 @@ from placement import exceptions, metrics
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.memo import Key, Memo, V
 from placement.candidates.search import (
+    OneProviderResult,
     Provider,
     RequestGroup,
     Result,
@@ -161,7 +162,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 _CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
 
 
-def _allocation_requests(world: World, results: list[Result]
+def _allocation_requests(world: World, results: list[Result | OneProviderResult]
                          ) -> list[AllocationRequest | OneProviderRequest]:
     """The allocation requests of ``results``. Many take the same resources
     of a provider (every request of a lone group taking everything from
@@ -169,8 +170,15 @@ def _allocation_requests(world: World, results: list[Result]
     one dict, so that the answer's JSON encodes it once."""
     providers = world.providers
     shared: dict[tuple, dict[str, int]] = {}
-    requests = []
+    requests: list[AllocationRequest | OneProviderRequest] = []
     for result in results:
+        if type(result) is OneProviderResult:  # the most common by far
+            provider_id, amounts, suffix = result
+            resources = shared.get(amounts)
+            if resources is None:
+                resources = shared[amounts] = dict(amounts)
+            requests.append(OneProviderRequest(providers[provider_id].uuid, resources, suffix))
+            continue
         mappings = result.mappings
         if len(mappings) == 1:
             (suffix, provider_ids), = mappings.items()
@@ -781,12 +789,12 @@ class SnapshotWorld(World):
 # Provider summaries --------------------------------------------------------
 
 def _summaries(connection: sa.engine.Connection, snapshot: Snapshot, world: SnapshotWorld,
-               results: list[Result], nested_aware: bool, only_classes: set[str] | None
-               ) -> list[ProviderSummary]:
+               results: list[Result | OneProviderResult], nested_aware: bool,
+               only_classes: set[str] | None) -> list[ProviderSummary]:
     """Every provider of every tree giving resources to a result (only the
     giving providers themselves below 1.29 in a nested world), with the
     usages ``world`` searched with."""
-    giving = {provider_id for result in results for provider_id, _, _ in result.allocations}
+    giving = {provider_id for result in results for provider_id in result.giving()}
     if nested_aware or not snapshot.has_nesting:
         roots = {snapshot.providers[provider_id].root_id for provider_id in giving}
         wanted = sorted(provider_id for root_id in roots for provider_id in snapshot.trees[root_id])

@@ -183,6 +183,34 @@ class Result(NamedTuple):
         """Identity for de-duplication: allocations and mappings, not anchor."""
         return (frozenset(self.allocations), frozenset(self.mappings.items()))
 
+    def giving(self) -> Iterable[int]:
+        """The providers giving resources (one or more times)."""
+        return [provider_id for provider_id, _, _ in self.allocations]
+
+
+class OneProviderResult(NamedTuple):
+    """A ``Result`` of one group taking everything from one provider, the
+    most common (a root giving all a flavor asks): made without its tuples
+    and dicts, which ``allocations`` and ``mappings`` make when asked; a
+    request of one group may make a thousand."""
+
+    provider_id: int
+    resources: tuple[tuple[str, int], ...]  # (class name, amount): the group's, shared
+    suffix: str
+
+    @property
+    def allocations(self) -> tuple[tuple[int, str, int], ...]:
+        return _one_provider_allocations(self.provider_id, self.resources)
+
+    @property
+    def mappings(self) -> dict[str, frozenset[int]]:
+        return {self.suffix: frozenset((self.provider_id,))}
+
+    key = Result.key
+
+    def giving(self) -> Iterable[int]:
+        return (self.provider_id,)
+
 
 # Group candidates --------------------------------------------------------
 #
@@ -700,7 +728,8 @@ def _root_filter(world: World, root_traits: TraitFilter) -> Callable[[int], bool
     return root_allowed
 
 
-def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> list[Result]:
+def search(world: World, groups: list[RequestGroup], options: SearchOptions
+           ) -> list[Result | OneProviderResult]:
     """The allocation requests for ``groups`` (docs: "Combining the groups"), at most
     ``max_candidates`` (if > 0) and ``limit`` of them."""
     root_allowed = _root_filter(world, options.root_traits)
@@ -783,7 +812,8 @@ def search(world: World, groups: list[RequestGroup], options: SearchOptions) -> 
 
 
 def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
-                root_allowed: Callable[[int], bool] | None) -> Iterator[Result]:
+                root_allowed: Callable[[int], bool] | None
+                ) -> Iterator[Result | OneProviderResult]:
     """The results of a request of one group, the anchors taking turns (as
     ``_taking_turns`` takes them): the first turn asks each anchor for its
     first candidate only (``first_group_candidate``), the later ones go
@@ -810,6 +840,13 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
             return None
         return result
 
+    def root_result(anchor: int) -> OneProviderResult | None:
+        """``new_result`` of the root of ``anchor`` giving everything."""
+        result = OneProviderResult(anchor, resources, suffix)
+        if sharing and anchor in sharing and _repeated(world, result, seen):
+            return None
+        return result
+
     # per anchor that had a first candidate: the anchor, or its candidates
     # after the first when they are already being made
     had_one: list[int | Iterator[GroupCandidate]] = []
@@ -825,8 +862,7 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                 # spreading or not (the checks of one provider taking
                 # everything are those of the root alone spreading)
                 had_one.append(anchor)
-                result = new_result(_one_provider_allocations(anchor, resources),
-                                    frozenset((anchor,)))
+                result = root_result(anchor)
             else:
                 first = first_candidate(anchor)
                 if first is None:
