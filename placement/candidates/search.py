@@ -847,8 +847,9 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
             return None
         return result
 
-    # per anchor that had a first candidate: the anchor, or its candidates
-    # after the first when they are already being made
+    # per anchor that had a first candidate and may have others: the
+    # anchor, or its candidates after the first when they are already
+    # being made (a tree of one provider has one candidate at most)
     had_one: list[int | Iterator[GroupCandidate]] = []
     for batch in batches:
         fitting = world.roots_fitting(batch, resources) if resources else ()
@@ -856,12 +857,14 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
             if root_allowed is not None and not root_allowed(anchor):
                 continue
             root = providers[anchor]
-            if (anchor in fitting and members_of[anchor][0] is root
+            members = members_of[anchor]
+            if (anchor in fitting and members[0] is root
                     and (root_filters is None or root_filters(root, root))):
                 # the root gives everything: the tree's first candidate,
                 # spreading or not (the checks of one provider taking
                 # everything are those of the root alone spreading)
-                had_one.append(anchor)
+                if len(members) > 1:
+                    had_one.append(anchor)
                 result = root_result(anchor)
             else:
                 first = first_candidate(anchor)
@@ -873,7 +876,7 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                     if first is None:
                         continue
                     had_one.append(candidates)
-                else:
+                elif len(members) > 1:
                     had_one.append(anchor)
                 result = new_result(first.allocations, first.providers)
             if result is not None:
