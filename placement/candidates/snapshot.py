@@ -106,12 +106,20 @@ def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
+    if provider_ids is None:
+        rows = _USAGES.driver_rows(connection, **(
+            {} if class_ids is None else {"class_ids": class_ids}))
+        return {(provider_id, class_id): amount for provider_id, class_id, amount in rows}
+    # Named providers: their few rows of other classes are dropped here,
+    # which costs less than a second IN list (every provider's index
+    # entries probed once per class).
+    wanted = None if class_ids is None else set(class_ids)
     used = {}
-    for chunk in [None] if provider_ids is None else chunks(provider_ids):
-        lists = {"provider_ids": chunk, "class_ids": class_ids}
-        rows = plain_rows(connection, *_USAGES(**{
-            name: values for name, values in lists.items() if values is not None}))
-        used.update({(provider_id, class_id): amount for provider_id, class_id, amount in rows})
+    for chunk in chunks(provider_ids):
+        used.update({(provider_id, class_id): amount
+                     for provider_id, class_id, amount in _USAGES.driver_rows(
+                         connection, provider_ids=chunk)
+                     if wanted is None or class_id in wanted})
     return used
 
 
