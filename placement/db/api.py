@@ -506,7 +506,7 @@ class SizedStatement:
         result = connection.exec_driver_sql(
             sql, tuple([values[name] for name in names]) if names is not None else values)
         try:
-            return result.cursor.fetchall()
+            return list(result.cursor.fetchall())  # a tuple of rows from some drivers
         finally:
             result.close()
 

@@ -49,3 +49,26 @@ def test_one_statement_per_size_class():
     statement, parameters = BY_UUIDS_AND_IDS(uuids=["a", "b", "c"], ids=[1])
     assert parameters == {"uuids_0": "a", "uuids_1": "b", "uuids_2": "c", "uuids_3": "c",
                           "ids_0": 1}
+
+
+# A literal (generation >= 0) is a parameter SQLAlchemy binds itself.
+IDS_AND_NAMES = db_api.SizedStatement(lambda uuids: (
+    sa.select(_rp.c.id, _rp.c.name)
+    .where(db_api.bound_in(_rp.c.uuid, "uuids", uuids), _rp.c.generation >= 0)))
+
+
+def test_driver_rows_are_the_statements_rows(database):
+    uuids = [str(uuid.uuid4()) for _ in range(9)]
+    with database.writer() as connection:
+        ids = [create_provider(connection, provider_uuid, f"rp-{index}")
+               for index, provider_uuid in enumerate(uuids)]
+    with database.reader() as connection:
+        for count in range(1, len(uuids) + 1):
+            rows = IDS_AND_NAMES.driver_rows(connection, uuids=uuids[:count])
+            assert sorted(rows) == sorted(zip(ids[:count], (f"rp-{index}" for index in range(
+                count)), strict=True)), count
+            statement, parameters = IDS_AND_NAMES(uuids=uuids[:count])
+            assert sorted(rows) == sorted(tuple(row) for row in connection.execute(
+                statement, parameters))
+        assert BY_UUIDS_AND_IDS.driver_rows(connection, uuids=[uuids[2], "nope"],
+                                            ids=ids) == [("rp-2",)]

@@ -7,8 +7,10 @@ import collections
 
 from placement.candidates.filters import TraitFilter
 from placement.candidates.search import (
+    OneProviderResult,
     Provider,
     RequestGroup,
+    Result,
     SearchOptions,
     World,
     search,
@@ -161,3 +163,12 @@ def test_alike_groups_share_candidates_but_not_unlike_ones():
     results = search(world, fast, SearchOptions(group_policy="isolate"))
     assert [(set(r.mappings["1"]), set(r.mappings["2"])) for r in results] == [
         ({2}, {3}), ({5}, {6})]
+
+
+def test_one_provider_result_is_the_result_it_stands_for():
+    resources = (("DISK_GB", 10), ("VCPU", 2))
+    short = OneProviderResult(7, resources, "_a")
+    full = Result(((7, "DISK_GB", 10), (7, "VCPU", 2)), {"_a": frozenset({7})})
+    assert (short.allocations, short.mappings) == (full.allocations, full.mappings)
+    assert short.key() == full.key()
+    assert set(short.giving()) == set(full.giving()) == {7}
