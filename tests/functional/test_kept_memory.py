@@ -58,6 +58,12 @@ def _queries(seed: int) -> list[str]:
     return list(dict.fromkeys(flat + granular))
 
 
+def _asked_twice(queries: list[str]) -> list[str]:
+    """Each query twice in a row: an answer is kept once its kind was
+    asked before (find.find)."""
+    return [query for query in queries for _ in range(2)]
+
+
 def _copy(database) -> snapshot.Snapshot:
     with database.db.reader() as connection:
         return snapshot.snapshot(connection)
@@ -98,7 +104,7 @@ def test_the_sizes_counted_are_about_the_memory_the_entries_take(cloud):
     for query in _queries(1):
         client.candidates(query)
     _assert_counted_as_traced(_store(cloud), lambda: [
-        client.candidates(query) for query in _queries(2)])
+        client.candidates(query) for query in _asked_twice(_queries(2))])
 
 
 def test_the_sizes_counted_for_providers_memos_and_entries_are_about_their_memory(cloud):
@@ -108,7 +114,7 @@ def test_the_sizes_counted_for_providers_memos_and_entries_are_about_their_memor
     client = ProviderApi(in_process(build_app(cloud)))
     assert _store(cloud).size == 0  # the copy, loaded
     _assert_counted_as_traced(_store(cloud), lambda: [
-        client.candidates(query) for query in _queries(1)])
+        client.candidates(query) for query in _asked_twice(_queries(1))])
 
 
 def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
@@ -120,19 +126,22 @@ def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
 
 
 def test_a_store_at_its_bound_answers_as_no_store(cloud):
-    queries = _queries(3)
+    # more kinds than fit, each asked twice in a row (the second keeps its
+    # answer), then once more (given, unless dropped since)
+    kinds = list(dict.fromkeys(query for seed in range(3, 7) for query in _queries(seed)))
+    queries = _asked_twice(kinds) + kinds
     # the bound is the process's, for the database: the application built
     # last sets it
     bounded = ProviderApi(in_process(build_app(
         cloud, {("placement", "allocation_candidates_cache_mb"): 1})))
-    bounded_answers = [bounded.candidates(query) for query in queries * 2]
+    bounded_answers = [bounded.candidates(query) for query in queries]
     store = _store(cloud)
     # full but for less than an answer (whole answers are kept, tens of kB)
     assert 0.9 * 1024 * 1024 < store.size <= 1024 * 1024
     unkept = ProviderApi(in_process(build_app(
         cloud, {("placement", "allocation_candidates_cache_mb"): 0})))
     assert store.size == 0
-    unkept_answers = [unkept.candidates(query) for query in queries * 2]
+    unkept_answers = [unkept.candidates(query) for query in queries]
     assert store.size == 0
     # a bound of 0 keeps nothing in providers' memos either: each memo is
     # emptied as the next is put
