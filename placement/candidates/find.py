@@ -178,15 +178,13 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult]
     one provider, the disk of a sharing provider in many): those share
     one dict, so that the answer's JSON encodes it once."""
     providers = world.providers
-    shared: dict[tuple, dict[str, int]] = {}
+    shared = _SharedResources()
     requests: list[AllocationRequest | OneProviderRequest] = []
     for result in results:
         if type(result) is OneProviderResult:  # the most common by far
             provider_id, amounts, suffix = result
-            resources = shared.get(amounts)
-            if resources is None:
-                resources = shared[amounts] = dict(amounts)
-            requests.append(OneProviderRequest(providers[provider_id].uuid, resources, suffix))
+            requests.append(OneProviderRequest(providers[provider_id].uuid, shared[amounts],
+                                               suffix))
             continue
         mappings = result.mappings
         if len(mappings) == 1:
@@ -195,17 +193,25 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult]
                 # one group, one provider: the most common result
                 uuid = providers[result.allocations[0][0]].uuid
                 amounts = tuple(map(_CLASS_AND_AMOUNT, result.allocations))
-                resources = shared.get(amounts)
-                if resources is None:
-                    resources = shared[amounts] = dict(amounts)
-                requests.append(OneProviderRequest(uuid, resources, suffix))
+                requests.append(OneProviderRequest(uuid, shared[amounts], suffix))
                 continue
         requests.append(_allocation_request(providers, result, shared))
     return requests
 
 
+class _SharedResources(dict):
+    """(class name, amount) pairs -> the one resources dict of the answer
+    taking them (made when first asked)."""
+
+    __slots__ = ()
+
+    def __missing__(self, amounts: tuple[tuple[str, int], ...]) -> dict[str, int]:
+        resources = self[amounts] = dict(amounts)
+        return resources
+
+
 def _allocation_request(providers: dict[int, Provider], result: Result,
-                        shared: dict[tuple, dict[str, int]]) -> AllocationRequest:
+                        shared: _SharedResources) -> AllocationRequest:
     amounts_of: dict[int, list[tuple[str, int]]] = {}
     for provider_id, class_name, amount in result.allocations:
         if provider_id in amounts_of:
@@ -214,11 +220,7 @@ def _allocation_request(providers: dict[int, Provider], result: Result,
             amounts_of[provider_id] = [(class_name, amount)]
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, amounts in amounts_of.items():
-        key = tuple(amounts)
-        resources = shared.get(key)
-        if resources is None:
-            resources = shared[key] = dict(key)
-        allocations[providers[provider_id].uuid] = resources
+        allocations[providers[provider_id].uuid] = shared[tuple(amounts)]
     mappings = {suffix: [providers[provider_id].uuid for provider_id in sorted(provider_ids)]
                 for suffix, provider_ids in result.mappings.items()}
     return AllocationRequest(allocations, mappings)

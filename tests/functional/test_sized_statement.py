@@ -27,11 +27,18 @@ def database():
     database.close()
 
 
-def test_selects_what_the_values_select(database):
+@pytest.fixture
+def providers(database) -> tuple[list[str], list[int]]:
+    """The uuids and ids of providers rp-0 to rp-8."""
     uuids = [str(uuid.uuid4()) for _ in range(9)]
     with database.writer() as connection:
         ids = [create_provider(connection, provider_uuid, f"rp-{index}")
                for index, provider_uuid in enumerate(uuids)]
+    return uuids, ids
+
+
+def test_selects_what_the_values_select(database, providers):
+    uuids, ids = providers
     with database.reader() as connection:
         for count in range(len(uuids) + 1):
             statement, parameters = BY_UUIDS_AND_IDS(uuids=uuids[:count], ids=ids)
@@ -57,11 +64,8 @@ IDS_AND_NAMES = db_api.SizedStatement(lambda uuids: (
     .where(db_api.bound_in(_rp.c.uuid, "uuids", uuids), _rp.c.generation >= 0)))
 
 
-def test_driver_rows_are_the_statements_rows(database):
-    uuids = [str(uuid.uuid4()) for _ in range(9)]
-    with database.writer() as connection:
-        ids = [create_provider(connection, provider_uuid, f"rp-{index}")
-               for index, provider_uuid in enumerate(uuids)]
+def test_driver_rows_are_the_statements_rows(database, providers):
+    uuids, ids = providers
     with database.reader() as connection:
         for count in range(1, len(uuids) + 1):
             rows = IDS_AND_NAMES.driver_rows(connection, uuids=uuids[:count])
