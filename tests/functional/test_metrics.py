@@ -304,8 +304,16 @@ def test_a_scrape_of_either_worker_counts_the_requests_of_both(uwsgi_with_metric
                 else "/allocation_candidates?resources=VCPU:1")
         return ops.request(server.url + path, headers=headers)[0]
 
+    # Whichever worker accepts first takes a connection: on a busy machine
+    # one worker can take a whole round, so rounds go on (a bounded number)
+    # until both have served.
+    sent = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        assert list(pool.map(fetch, range(REQUESTS))) == [200] * REQUESTS
+        for _ in range(10):
+            assert list(pool.map(fetch, range(REQUESTS))) == [200] * REQUESTS
+            sent += REQUESTS
+            if len(ops.uwsgi_serving_pids(server.output())) == WORKERS:
+                break
     # Both workers served and wrote their values to the directory, and so
     # did a master that built the application (it read the provider copy).
     assert len(ops.uwsgi_serving_pids(server.output())) == WORKERS, server.output()
@@ -321,12 +329,12 @@ def test_a_scrape_of_either_worker_counts_the_requests_of_both(uwsgi_with_metric
         assert value(samples, requests, route="/resource_providers", method="POST",
                      status="200") == 1
         assert value(samples, requests, route="/resource_providers/{uuid}", method="GET",
-                     status="200") == REQUESTS / 2
+                     status="200") == sent / 2
         assert value(samples, requests, route="/allocation_candidates", method="GET",
-                     status="200") == REQUESTS / 2
+                     status="200") == sent / 2
         assert value(samples, "placement_http_request_duration_seconds_count",
-                     route="/resource_providers/{uuid}", method="GET") == REQUESTS / 2
-        assert value(samples, "placement_allocation_candidates_returned_count") == REQUESTS / 2
+                     route="/resource_providers/{uuid}", method="GET") == sent / 2
+        assert value(samples, "placement_allocation_candidates_returned_count") == sent / 2
         # each process that built the application loaded the copy once, at
         # start-up; the workers that searched then read only the provider
         # created since
