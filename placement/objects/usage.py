@@ -7,6 +7,7 @@ import functools
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import resource_class
 from placement.objects import resource_provider as rp_obj
@@ -64,19 +65,19 @@ _BY_TYPE, _ALL_TYPES, _UNKNOWN_TYPE, _ONE_TYPE = "by type", "all", "unknown", "o
 def _project_usages_statement(by_user: bool, types: str | None) -> sa.Executable:
     """Per group of consumers (their type's name; NULL when not grouped)
     the sum of each class, and (from 1.38) in rows without a class the
-    number of consumers of the group; ordered by class id."""
-    joined = _alloc.join(_consumers, _consumers.c.uuid == _alloc.c.consumer_id).join(
-        _projects, _projects.c.id == _consumers.c.project_id)
+    number of consumers of the group with allocations; ordered by class id."""
+    consumers = _consumers.join(_projects, _projects.c.id == _consumers.c.project_id)
     where = [_projects.c.external_id == sa.bindparam("project_id")]
     if by_user:
-        joined = joined.join(_users, _users.c.id == _consumers.c.user_id)
+        consumers = consumers.join(_users, _users.c.id == _consumers.c.user_id)
         where.append(_users.c.external_id == sa.bindparam("user_id"))
     if types is None:
         return (sa.select(sa.null().label("grp"), _alloc.c.resource_class_id,
                           sa.func.sum(_alloc.c.used).label("used"))
-                .select_from(joined).where(*where)
+                .select_from(_alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id))
+                .where(*where)
                 .group_by(_alloc.c.resource_class_id).order_by(_alloc.c.resource_class_id))
-    joined = joined.outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
+    consumers = consumers.outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
     group: sa.ColumnElement = sa.func.coalesce(_types.c.name, UNKNOWN)
     if types == _ALL_TYPES:
         group = sa.literal(ALL)
@@ -86,10 +87,14 @@ def _project_usages_statement(by_user: bool, types: str | None) -> sa.Executable
         where.append(_types.c.name == sa.bindparam("consumer_type"))
     sums = (sa.select(group.label("grp"), _alloc.c.resource_class_id,
                       sa.func.sum(_alloc.c.used).label("used"))
-            .select_from(joined).where(*where).group_by(group, _alloc.c.resource_class_id))
-    counts = (sa.select(group.label("grp"), sa.null(),
-                        sa.func.count(sa.distinct(_alloc.c.consumer_id)))
-              .select_from(joined).where(*where).group_by(group))
+            .select_from(_alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id))
+            .where(*where).group_by(group, _alloc.c.resource_class_id))
+    # The consumers with an allocation, counted without joining their
+    # allocations (a COUNT(DISTINCT) of the join costs twice as much).
+    counts = (sa.select(group.label("grp"), sa.null(), sa.func.count())
+              .select_from(consumers)
+              .where(*where, sa.exists().where(_alloc.c.consumer_id == _consumers.c.uuid))
+              .group_by(group))
     return sa.union_all(sums, counts)
 
 
@@ -98,8 +103,8 @@ def _project_usages(connection: sa.engine.Connection, project_id: str, user_id: 
                     ) -> dict[str | None, dict[str, int]]:
     """{group: {class name: amount, and from 1.38 CONSUMER_COUNT}}, the
     groups as ``_project_usages_statement`` makes them."""
-    rows = connection.execute(_project_usages_statement(user_id is not None, types), {
-        "project_id": project_id, "user_id": user_id, "consumer_type": consumer_type}).all()
+    rows = db_api.driver_rows(connection, _project_usages_statement(user_id is not None, types), {
+        "project_id": project_id, "user_id": user_id, "consumer_type": consumer_type})
     names = resource_class.names_from_ids(
         connection, (class_id for _, class_id, _ in rows if class_id is not None))
     usages: dict[str | None, dict[str, int]] = {}
