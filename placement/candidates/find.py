@@ -14,9 +14,8 @@ import bisect
 import dataclasses
 import functools
 import itertools
-import operator
 import weakref
-from collections.abc import Callable, Collection, Container, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -30,6 +29,7 @@ from placement.candidates.search import (
     RequestGroup,
     Result,
     SearchOptions,
+    SpreadResult,
     World,
     search,
 )
@@ -168,10 +168,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     return candidates
 
 
-_CLASS_AND_AMOUNT = operator.itemgetter(1, 2)
-
-
-def _allocation_requests(world: World, results: list[Result | OneProviderResult]
+def _allocation_requests(world: World, results: list[Result | OneProviderResult | SpreadResult]
                          ) -> list[AllocationRequest | OneProviderRequest]:
     """The allocation requests of ``results``. Many take the same resources
     of a provider (every request of a lone group taking everything from
@@ -186,16 +183,15 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult]
             requests.append(OneProviderRequest(providers[provider_id].uuid, shared[amounts],
                                                suffix))
             continue
-        mappings = result.mappings
-        if len(mappings) == 1:
-            (suffix, provider_ids), = mappings.items()
-            if len(provider_ids) == 1:
-                # one group, one provider: the most common result
-                uuid = providers[result.allocations[0][0]].uuid
-                amounts = tuple(map(_CLASS_AND_AMOUNT, result.allocations))
-                requests.append(OneProviderRequest(uuid, shared[amounts], suffix))
-                continue
-        requests.append(_allocation_request(providers, result, shared))
+        if type(result) is SpreadResult:
+            choice, amounts, suffix = result
+            requests.append(_allocation_request(providers, zip(choice, amounts, strict=True),
+                                                {suffix: choice}, shared))
+            continue
+        requests.append(_allocation_request(
+            providers, [(provider_id, (class_name, amount))
+                        for provider_id, class_name, amount in result.allocations],
+            result.mappings, shared))
     return requests
 
 
@@ -210,20 +206,29 @@ class _SharedResources(dict):
         return resources
 
 
-def _allocation_request(providers: dict[int, Provider], result: Result,
-                        shared: _SharedResources) -> AllocationRequest:
+def _allocation_request(providers: dict[int, Provider],
+                        given: Iterable[tuple[int, tuple[str, int]]],
+                        mappings: dict[str, Collection[int]], shared: _SharedResources
+                        ) -> AllocationRequest | OneProviderRequest:
+    """The request giving each (provider id, (class name, amount)) of
+    ``given``, mapping each suffix to its providers (ids)."""
     amounts_of: dict[int, list[tuple[str, int]]] = {}
-    for provider_id, class_name, amount in result.allocations:
+    for provider_id, amount in given:
         if provider_id in amounts_of:
-            amounts_of[provider_id].append((class_name, amount))
+            amounts_of[provider_id].append(amount)
         else:
-            amounts_of[provider_id] = [(class_name, amount)]
+            amounts_of[provider_id] = [amount]
+    if len(amounts_of) == 1 and len(mappings) == 1:
+        # one group, one provider: the most common result
+        (provider_id, amounts), = amounts_of.items()
+        return OneProviderRequest(providers[provider_id].uuid, shared[tuple(amounts)],
+                                  next(iter(mappings)))
     allocations: dict[str, dict[str, int]] = {}
     for provider_id, amounts in amounts_of.items():
         allocations[providers[provider_id].uuid] = shared[tuple(amounts)]
-    mappings = {suffix: [providers[provider_id].uuid for provider_id in sorted(provider_ids)]
-                for suffix, provider_ids in result.mappings.items()}
-    return AllocationRequest(allocations, mappings)
+    return AllocationRequest(allocations, {
+        suffix: [providers[provider_id].uuid for provider_id in sorted(set(provider_ids))]
+        for suffix, provider_ids in mappings.items()})
 
 
 # Loading -----------------------------------------------------------------

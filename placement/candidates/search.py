@@ -212,6 +212,31 @@ class OneProviderResult(NamedTuple):
         return (self.provider_id,)
 
 
+class SpreadResult(NamedTuple):
+    """A ``Result`` of one group spread over a tree and the sharing
+    providers serving it (a compute's VCPU and memory with a sharing
+    disk): the provider giving each class, without the tuples and dicts
+    ``allocations`` and ``mappings`` make when asked."""
+
+    choice: tuple[int, ...]  # the provider giving each class of ``resources``
+    resources: tuple[tuple[str, int], ...]  # (class name, amount): the group's, shared
+    suffix: str
+
+    @property
+    def allocations(self) -> tuple[tuple[int, str, int], ...]:
+        return tuple([(provider_id, class_name, amount) for provider_id, (class_name, amount)
+                      in zip(self.choice, self.resources, strict=True)])
+
+    @property
+    def mappings(self) -> dict[str, frozenset[int]]:
+        return {self.suffix: frozenset(self.choice)}
+
+    key = Result.key
+
+    def giving(self) -> Iterable[int]:
+        return self.choice
+
+
 # Group candidates --------------------------------------------------------
 #
 # Computed one anchor (a root) at a time, when the search reaches it: with a
@@ -447,13 +472,44 @@ def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
 def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:
     """The unsuffixed group over trees and sharing providers (docs: "spread
     over a tree"): one provider per class, every combination of the
-    members able to give each (``_spread_options``)."""
+    members able to give each (``_spread_options``) whose providers have
+    the required traits together."""
+    resources = plan.resources
+    for choice in _spread_choices(world, plan, anchor):
+        yield _choice_candidate(anchor, choice, resources)
+
+
+def _spread_choices(world: World, plan: GroupSearch, anchor: int) -> Iterator[tuple[int, ...]]:
+    """The choices (a provider per class, in the order of ``plan.resources``)
+    of ``_spread_stream``."""
     if not _may_have_traits(world, plan, anchor):
         return
-    for choice in itertools.product(*_spread_options(world, plan, anchor)):
-        candidate = _spread_candidate(world, plan, anchor, choice)
-        if candidate is not None:
-            yield candidate
+    options = _spread_options(world, plan, anchor)
+    if _every_choice_has_traits(world, plan, options):
+        yield from itertools.product(*options)
+        return
+    for choice in itertools.product(*options):
+        if _has_traits(world, plan, choice):
+            yield choice
+
+
+def _every_choice_has_traits(world: World, plan: GroupSearch, options: list[list[int]]
+                             ) -> bool:
+    """Do the providers every choice takes (the only option of a class)
+    have a spread group's required traits together already? Then so does
+    every choice (more providers bring more traits): the usual tree, whose
+    traits are the root's, which alone gives VCPU."""
+    return _has_traits(world, plan, [option[0] for option in options if len(option) == 1])
+
+
+def _has_traits(world: World, plan: GroupSearch, provider_ids: Iterable[int]) -> bool:
+    """Do these providers have a spread group's required traits together?"""
+    traits_checks = plan.spread.together
+    if not traits_checks:
+        return True
+    records = world.providers
+    together = frozenset().union(*[records[provider_id].traits for provider_id in provider_ids])
+    return all([check.passes(together) for check in traits_checks])
 
 
 def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
@@ -461,19 +517,17 @@ def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
     """The candidate of ``choice`` (a provider per class, in the order of
     ``plan.resources``), unless its providers lack a required trait
     together."""
-    providers = frozenset(choice)
-    traits_checks = plan.spread.together
-    if traits_checks:
-        records = world.providers
-        together = frozenset().union(*[records[provider_id].traits
-                                       for provider_id in providers])
-        for check in traits_checks:
-            if not check.passes(together):
-                return None
+    if not _has_traits(world, plan, choice):
+        return None
+    return _choice_candidate(anchor, choice, plan.resources)
+
+
+def _choice_candidate(anchor: int, choice: tuple[int, ...],
+                      resources: tuple[tuple[str, int], ...]) -> GroupCandidate:
     return GroupCandidate(anchor, tuple([
         (provider_id, class_name, amount)
-        for provider_id, (class_name, amount) in zip(choice, plan.resources, strict=True)]),
-        providers)
+        for provider_id, (class_name, amount) in zip(choice, resources, strict=True)]),
+        frozenset(choice))
 
 
 # Combining groups --------------------------------------------------------
@@ -830,18 +884,18 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
     sharing = world.sharing
     seen: set[tuple] = set()
 
-    def new_result(allocations: tuple[tuple[int, str, int], ...], mapped: frozenset[int]
-                   ) -> Result | None:
-        """The result of a candidate, None when it was given already
-        (``_repeated``, asked only of a result of sharing providers: the
-        others, nearly all, cannot be, and this is asked of each)."""
-        result = Result(allocations, {suffix: mapped})
-        if sharing and mapped <= sharing and _repeated(world, result, seen):
+    def new(result: Result | OneProviderResult | SpreadResult
+            ) -> Result | OneProviderResult | SpreadResult | None:
+        """``result``, None when it was given already (``_repeated``, asked
+        only of a result of sharing providers: the others, nearly all,
+        cannot be, and this is asked of each)."""
+        if sharing and sharing.issuperset(result.giving()) and _repeated(world, result, seen):
             return None
         return result
 
     def root_result(anchor: int) -> OneProviderResult | None:
-        """``new_result`` of the root of ``anchor`` giving everything."""
+        """``new`` of the root of ``anchor`` giving everything (the most
+        common result: asked without a call)."""
         result = OneProviderResult(anchor, resources, suffix)
         if sharing and anchor in sharing and _repeated(world, result, seen):
             return None
@@ -871,25 +925,42 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                 if first is None:
                     continue
                 if first is NOT_AT_ONCE:
-                    candidates = group_candidate_stream(world, plan, anchor)
-                    first = next(candidates, None)
-                    if first is None:
+                    results = _lone_result_stream(world, plan, anchor)
+                    result = next(results, None)
+                    if result is None:
                         continue
-                    had_one.append(candidates)
-                elif len(members) > 1:
-                    had_one.append(anchor)
-                result = new_result(first.allocations, first.providers)
+                    had_one.append(results)
+                    result = new(result)
+                else:
+                    if len(members) > 1:
+                        had_one.append(anchor)
+                    result = new(Result(first.allocations, {suffix: first.providers}))
             if result is not None:
                 yield result
 
-    def the_others() -> Iterator[Iterator[GroupCandidate]]:
+    def the_others() -> Iterator[Iterator[Result | OneProviderResult | SpreadResult]]:
         for item in had_one:
-            yield (itertools.islice(group_candidate_stream(world, plan, item), 1, None)
+            yield (itertools.islice(_lone_result_stream(world, plan, item), 1, None)
                    if isinstance(item, int) else item)
-    for candidate in _taking_turns(the_others()):
-        result = new_result(candidate.allocations, candidate.providers)
+    for found in _taking_turns(the_others()):
+        result = new(found)
         if result is not None:
             yield result
+
+
+def _lone_result_stream(world: World, plan: GroupSearch, anchor: int
+                        ) -> Iterator[Result | OneProviderResult | SpreadResult]:
+    """The results of a request of one group at ``anchor``: those of its
+    ``group_candidate_stream``, a spread made of its choices alone (the
+    most common result after a tree's first: a compute with each sharing
+    disk serving it)."""
+    group = plan.group
+    if group.resources and _spreads(world, plan, anchor) and (
+            group.in_tree is None or group.in_tree in world.tree_roots_by_uuid):
+        suffix, resources = group.suffix, plan.resources
+        return (SpreadResult(choice, resources, suffix)
+                for choice in _spread_choices(world, plan, anchor))
+    return _lone_group_results(group, group_candidate_stream(world, plan, anchor))
 
 
 def _first_generated(world: World, anchors: Iterator[int],

@@ -12,6 +12,7 @@ from placement.candidates.search import (
     RequestGroup,
     Result,
     SearchOptions,
+    SpreadResult,
     World,
     search,
     world_of,
@@ -172,3 +173,30 @@ def test_one_provider_result_is_the_result_it_stands_for():
     assert (short.allocations, short.mappings) == (full.allocations, full.mappings)
     assert short.key() == full.key()
     assert set(short.giving()) == set(full.giving()) == {7}
+
+
+def test_spread_result_is_the_result_it_stands_for():
+    resources = (("DISK_GB", 10), ("MEMORY_MB", 512), ("VCPU", 2))
+    short = SpreadResult((9, 7, 7), resources, "")
+    full = Result(((9, "DISK_GB", 10), (7, "MEMORY_MB", 512), (7, "VCPU", 2)),
+                  {"": frozenset({7, 9})})
+    assert (short.allocations, short.mappings) == (full.allocations, full.mappings)
+    assert short.key() == full.key()
+    assert set(short.giving()) == set(full.giving()) == {7, 9}
+
+
+def test_a_tree_and_each_sharing_disk_serving_it_after_its_root():
+    """The later turns of a request of one group give each tree with each
+    sharing disk serving it, in the order the trees took their first."""
+    disk = {"DISK_GB": InventoryUsage(100, 0, 1, 100, 1, 1.0, 0)}
+    computes = [Provider(root, f"cn{root}", None, root, {**vcpu(4), **disk})
+                for root in (1, 2)]
+    disks = [Provider(sharing, f"ss{sharing}", None, sharing, disk) for sharing in (5, 6)]
+    world = world_of([*computes, *disks], {5: {1, 2, 5}, 6: {1, 2, 6}}, False, {})
+    group = RequestGroup("", {"DISK_GB": 10, "VCPU": 1})
+    results = search(world, [group], SearchOptions(limit=100))
+    assert [sorted(r.allocations) for r in results] == [
+        [(1, "DISK_GB", 10), (1, "VCPU", 1)], [(2, "DISK_GB", 10), (2, "VCPU", 1)],
+        [(1, "VCPU", 1), (5, "DISK_GB", 10)], [(2, "VCPU", 1), (5, "DISK_GB", 10)],
+        [(1, "VCPU", 1), (6, "DISK_GB", 10)], [(2, "VCPU", 1), (6, "DISK_GB", 10)]]
+    assert {type(result) for result in results[2:]} == {SpreadResult}
