@@ -176,6 +176,7 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult 
     one dict, so that the answer's JSON encodes it once."""
     providers = world.providers
     shared = _SharedResources()
+    givers = _SpreadGivers(shared)
     requests: list[AllocationRequest | OneProviderRequest] = []
     for result in results:
         if type(result) is OneProviderResult:  # the most common by far
@@ -185,8 +186,10 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult 
             continue
         if type(result) is SpreadResult:
             choice, amounts, suffix = result
-            requests.append(_allocation_request(providers, zip(choice, amounts, strict=True),
-                                                {suffix: choice}, shared))
+            requests.append(AllocationRequest(
+                {providers[choice[position]].uuid: resources
+                 for position, resources in givers(choice, amounts)},
+                {suffix: [providers[provider_id].uuid for provider_id in sorted(set(choice))]}))
             continue
         requests.append(_allocation_request(
             providers, [(provider_id, (class_name, amount))
@@ -204,6 +207,34 @@ class _SharedResources(dict):
     def __missing__(self, amounts: tuple[tuple[str, int], ...]) -> dict[str, int]:
         resources = self[amounts] = dict(amounts)
         return resources
+
+
+class _SpreadGivers:
+    """The providers of a spread choice (``SpreadResult``) and what each
+    gives: (position in the choice of a provider's first class, its
+    resources dict), in order. They depend on the group's resources and on
+    where the choice repeats a provider only (for each class, the position
+    of the first class taken from the same provider: its pattern), which
+    many results share (a compute giving VCPU and memory, a sharing
+    provider the disk): worked out once per pattern."""
+
+    __slots__ = ("_shared", "_givers")
+
+    def __init__(self, shared: _SharedResources):
+        self._shared = shared
+        self._givers: dict[tuple, list[tuple[int, dict[str, int]]]] = {}
+
+    def __call__(self, choice: tuple[int, ...], amounts: tuple[tuple[str, int], ...]
+                 ) -> list[tuple[int, dict[str, int]]]:
+        pattern = tuple(map(choice.index, choice))
+        givers = self._givers.get((pattern, amounts))
+        if givers is None:
+            amounts_at: dict[int, list[tuple[str, int]]] = {}
+            for position, amount in zip(pattern, amounts, strict=True):
+                amounts_at.setdefault(position, []).append(amount)
+            givers = self._givers[pattern, amounts] = [
+                (position, self._shared[tuple(given)]) for position, given in amounts_at.items()]
+        return givers
 
 
 def _allocation_request(providers: dict[int, Provider],
