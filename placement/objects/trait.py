@@ -13,6 +13,7 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from placement import exceptions
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import resource_provider as rp_obj
 from placement.objects.resource_provider import ResourceProvider
@@ -42,10 +43,12 @@ def _traits(connection: sa.engine.Connection, query: sa.Select) -> list[Trait]:
     return [Trait(**row._mapping) for row in connection.execute(query.order_by(_trait.c.id))]
 
 
-# Built once: the resource trackers' sharing-provider lists name a trait
-# several times a second, and building the statement cost more than running it.
-_IDS_BY_NAME = sa.select(_trait.c.name, _trait.c.id).where(
-    _trait.c.name.in_(sa.bindparam("names", expanding=True)))
+# Built once per size of the list, run as the driver's own SQL: every
+# candidates request with traits names them, and so do the resource
+# trackers' sharing-provider lists several times a second; building the
+# statement cost more than running it.
+_IDS_BY_NAME = db_api.SizedStatement(lambda names: sa.select(_trait.c.name, _trait.c.id).where(
+    db_api.bound_in(_trait.c.name, "names", names)))
 
 
 def ids_from_names(connection: sa.engine.Connection, names: Iterable[str]) -> dict[str, int]:
@@ -53,8 +56,7 @@ def ids_from_names(connection: sa.engine.Connection, names: Iterable[str]) -> di
     names = list(dict.fromkeys(names))
     if not names:
         return {}
-    rows = connection.execute(_IDS_BY_NAME, {"names": names})
-    found = {row.name: row.id for row in rows}
+    found = dict(_IDS_BY_NAME.driver_rows(connection, names=names))
     missing = [name for name in names if name not in found]
     if missing:
         raise exceptions.NotFound(f"No such trait(s): {', '.join(missing)}.")
