@@ -155,16 +155,10 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
     summaries = _summaries(connection, snapshot, world, results, options.nested_aware,
                            None if summarize_all_classes else set(class_ids))
     candidates = Candidates(_allocation_requests(world, results), summaries)
-    # An answer is kept once its kind was asked before: most kinds of a
-    # scheduler's requests (a flavor with its traits and aggregates) come
-    # once, and keeping each answer, to drop it unused, cost a tenth of a
-    # filtered request.
     if key is not None:
-        if kept is None:
-            snapshot.kept.put(key, True, kept_bytes(0))
-        else:
-            snapshot.kept.put(key, _KeptAnswer(snapshot.serial, world.reads, candidates),
-                              _answer_bytes(world.reads, candidates))
+        snapshot.kept.keep_once_asked_before(key, kept, lambda: (
+            _KeptAnswer(snapshot.serial, world.reads, candidates),
+            _answer_bytes(world.reads, candidates)), kept_bytes(0))
     return candidates
 
 
@@ -317,7 +311,8 @@ class _Summary(Key["tuple[tuple[int, ...], ProviderSummary]"]):
 
 class _Batch(Key["_KeptBatch | bool"]):
     """What a first batch of trees was loaded into, for requests of one
-    set of classes (True: only seen once, see SnapshotWorld._add_trees)."""
+    set of classes (True: only seen once, see
+    KeptStore.keep_once_asked_before)."""
     # record_key: _SearchRecord (the requested classes)
     # members_key: _Members (whole trees or not)
     # batch: tuple[int, ...] (the anchors, in the order searched)
@@ -419,7 +414,7 @@ def _read_key(provider_ids: list[int] | None, class_ids: list[int] | None) -> tu
 
 class _Answer(Key["_KeptAnswer | bool"]):
     """The whole answer to requests of one kind (True: the kind only asked
-    once, see find)."""
+    once, see KeptStore.keep_once_asked_before)."""
     # shape (SnapshotWorld.shape), limit, max_candidates, breadth_first,
     # summarize_all_classes
     __slots__ = ()
@@ -633,10 +628,8 @@ class SnapshotWorld(World):
                                     else [records[provider_id] for provider_id in ids])
         else:
             used = self._load_trees(batch)
-        if kept is None:
-            store.put(key, True, kept_bytes(0))
-        else:
-            self._keep_batch(key, batch, used)
+        store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch, used),
+                                     kept_bytes(0))
 
     def _load_trees(self, batch: list[int]) -> dict[tuple[int, int], int]:
         """_add_trees, one provider at a time; the usages read."""
@@ -666,12 +659,13 @@ class SnapshotWorld(World):
         every = 2 * len(provider_ids) > len(self._snapshot.providers)
         return self._read_usages(None if every else sorted(provider_ids))
 
-    def _keep_batch(self, key: _Batch, batch: list[int], used: dict[tuple[int, int], int]
-                    ) -> None:
+    def _kept_batch(self, batch: list[int], used: dict[tuple[int, int], int]
+                    ) -> tuple[_KeptBatch, int]:
+        """What to keep of ``batch`` once loaded, and its size."""
         member_ids = {root_id: self._member_ids[root_id] for root_id in batch}
         records = {provider_id: self.providers[provider_id]
                    for ids in member_ids.values() for provider_id in ids}
-        self._snapshot.kept.put(key, _KeptBatch(
+        return (_KeptBatch(
             self._snapshot.serial, batch, used, member_ids, records,
             {root_id: self.members[root_id] for root_id in batch},
             {provider_id: self.all_usages[provider_id] for provider_id in records

@@ -222,6 +222,19 @@ class KeptStore:
             self._entries_size += size
             self._shrink()
 
+    def keep_once_asked_before(self, key: Key[V | bool], before: V | bool | None,
+                               make: Callable[[], tuple[V, int]], mark_size: int) -> None:
+        """Keep the value ``make`` gives (with its size) under ``key`` when
+        its kind was asked before (``before``: what ``get`` gave for it
+        this time, None when nothing), else only mark it as asked (True, of
+        ``mark_size``). Most kinds of a scheduler's requests (a flavor with
+        its traits and aggregates) come once: keeping each value, to drop it
+        unused, cost more than making it again at the second asking."""
+        if before is None:
+            self.put(key, True, mark_size)
+        else:
+            self.put(key, *make())
+
     def count_memo(self, size: int) -> None:
         """``size`` bytes are being put in a provider's memo."""
         with self._lock:
