@@ -33,8 +33,9 @@ import sqlalchemy as sa
 from placement import metrics
 from placement.candidates.find import kept_bytes
 from placement.candidates.memo import Key, Memo
-from placement.candidates.snapshot import plain_rows, usages
 from placement.candidates.snapshot import snapshot as current_snapshot
+from placement.candidates.snapshot import usages
+from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from placement.objects import resource_provider as rp_obj
 
@@ -102,7 +103,7 @@ def list_providers(connection: sa.engine.Connection,
     kept = store.get(key)
     used = usages(connection, None, sorted(class_id for class_id, _ in filters.resources))
     # as the driver gives them: compared only
-    versions = plain_rows(connection, _VERSIONS)
+    versions = db_api.plain_rows(connection, _VERSIONS)
     if (kept is not None and kept.changes == changes and kept.used == used
             and kept.versions == versions):
         metrics.count_kept_answer("resource_providers", "given")

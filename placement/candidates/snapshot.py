@@ -74,18 +74,6 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
-def plain_rows(connection: sa.engine.Connection, statement: sa.Select,
-               parameters: dict | None = None) -> list[tuple]:
-    """The rows of ``statement`` as the driver's own tuples, for columns
-    that need no conversion (integers, strings): SQLAlchemy rows cost
-    several times more to make."""
-    result = connection.execute(statement, parameters)
-    try:
-        return result.cursor.fetchall()
-    finally:
-        result.close()
-
-
 def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
     """The usages of the inventories in use, for lists of ``provider_ids``
     and ``class_ids`` of these sizes (0: any provider, any class)."""
@@ -674,7 +662,7 @@ def _load(connection: sa.engine.Connection, ids: Iterable[int] | None
     traits: dict[int, list[str]] = defaultdict(list)
     aggregates: dict[int, list[str]] = defaultdict(list)
     for condition in conditions:
-        rows += plain_rows(connection, sa.select(
+        rows += db_api.plain_rows(connection, sa.select(
             _rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id, _rp.c.root_provider_id)
             .where(condition))
         for (provider_id, class_id, total, reserved, min_unit, max_unit, step_size,
@@ -685,13 +673,13 @@ def _load(connection: sa.engine.Connection, ids: Iterable[int] | None
                 .join(_rp, _rp.c.id == _inv.c.resource_provider_id).where(condition)):
             inventories[provider_id][class_id] = InventoryUsage(
                 total, reserved, min_unit, max_unit, step_size, allocation_ratio, 0)
-        for provider_id, name in plain_rows(connection, (
+        for provider_id, name in db_api.plain_rows(connection, (
                 sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
                 .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
                 .join(_rp, _rp.c.id == _rp_trait.c.resource_provider_id)
                 .where(condition).order_by(_trait.c.id))):
             traits[provider_id].append(sys.intern(name))
-        for provider_id, uuid in plain_rows(connection, (
+        for provider_id, uuid in db_api.plain_rows(connection, (
                 sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
                 .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
                 .join(_rp, _rp.c.id == _rp_agg.c.resource_provider_id)
