@@ -233,7 +233,7 @@ class _SpreadGivers:
 
 def _allocation_request(providers: dict[int, Provider],
                         given: Iterable[tuple[int, tuple[str, int]]],
-                        mappings: dict[str, Collection[int]], shared: _SharedResources
+                        mappings: dict[str, frozenset[int]], shared: _SharedResources
                         ) -> AllocationRequest | OneProviderRequest:
     """The request giving each (provider id, (class name, amount)) of
     ``given``, mapping each suffix to its providers (ids)."""
@@ -252,7 +252,7 @@ def _allocation_request(providers: dict[int, Provider],
     for provider_id, amounts in amounts_of.items():
         allocations[providers[provider_id].uuid] = shared[tuple(amounts)]
     return AllocationRequest(allocations, {
-        suffix: [providers[provider_id].uuid for provider_id in sorted(set(provider_ids))]
+        suffix: [providers[provider_id].uuid for provider_id in sorted(provider_ids)]
         for suffix, provider_ids in mappings.items()})
 
 

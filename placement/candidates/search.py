@@ -955,8 +955,9 @@ def _lone_result_stream(world: World, plan: GroupSearch, anchor: int
     most common result after a tree's first: a compute with each sharing
     disk serving it)."""
     group = plan.group
-    if group.resources and _spreads(world, plan, anchor) and (
-            group.in_tree is None or group.in_tree in world.tree_roots_by_uuid):
+    # Only a group asking resources spreads; with an in_tree no provider
+    # has, no provider passes its checks, so it has no choice.
+    if _spreads(world, plan, anchor):
         suffix, resources = group.suffix, plan.resources
         return (SpreadResult(choice, resources, suffix)
                 for choice in _spread_choices(world, plan, anchor))
