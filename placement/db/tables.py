@@ -202,3 +202,17 @@ provider_changes = sa.Table(
     sa.Column("resource_provider_id", sa.Integer, nullable=False),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# Inventories a write may leave over capacity, in its own transaction only
+# (placement.db.triggers): an allocation write checked to make an
+# inventory already over capacity no worse names the usage it may leave
+# here, and removes the row before it commits; no other transaction ever
+# sees one.
+allocation_allowances = sa.Table(
+    "allocation_allowances",
+    metadata,
+    sa.Column("resource_provider_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("resource_class_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("used", sa.BigInteger, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)

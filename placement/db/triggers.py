@@ -9,6 +9,17 @@ relies on both being right at every commit:
   providers changed what they *are* (the provider row, its inventories,
   traits and aggregates), which every process's provider copy follows.
 
+And one invariant: no allocation row may take an inventory's usage past
+its capacity, ``(total - reserved) * allocation_ratio``. The triggers that
+add an allocation to its inventory's usage refuse the row (the statement
+fails with ``CAPACITY_REFUSAL``) when it adds to a usage that is then over
+capacity, unless the transaction named that usage in
+``allocation_allowances``: a write that the service checked makes an
+inventory already over capacity (a ratio lowered, ``reserved`` raised) no
+worse, so that its consumers can shrink, move or leave. Rows that remove
+usage, and inventory changes (the API has its own rules for those), are
+never refused.
+
 They are kept by the database itself, in the transaction of the change:
 our writes, the original placement service writing the same database
 during a rolling switch, an operator's SQL and ``placement-manage audit
@@ -47,6 +58,10 @@ _WATCHED = {
                                      ("resource_provider_id", "aggregate_id")),
 }
 
+# The message of the statement a trigger refuses for capacity: what the
+# service recognises (``refused_over_capacity``).
+CAPACITY_REFUSAL = "placement: allocation over capacity"
+
 _SUM_OF_ALLOCATIONS = (
     "(SELECT COALESCE(SUM(a.used), 0) FROM allocations a "
     "WHERE a.resource_provider_id = NEW.resource_provider_id "
@@ -75,6 +90,45 @@ def _add_usage(row: str, sign: str) -> str:
             f"AND resource_class_id = {row}.resource_class_id;")
 
 
+def _ratio(dialect: str) -> str:
+    """``i.allocation_ratio`` as the clients of the database see it. MySQL
+    keeps it as a single precision FLOAT, which its drivers read with 6
+    significant digits (0.7, not 0.699999988): so do the triggers, or a
+    usage the service accepts (as the original service does) would be
+    refused here."""
+    if dialect != "mysql":
+        return "i.allocation_ratio"
+    return ("(CASE WHEN i.allocation_ratio > 0 THEN ROUND(i.allocation_ratio, "
+            "5 - FLOOR(LOG10(i.allocation_ratio))) ELSE i.allocation_ratio END)")
+
+
+def _refuse_over_capacity(dialect: str, adds: str) -> str:
+    """Refuse the allocation row NEW when it ``adds`` to its inventory's
+    usage (an SQL condition) and that usage, already updated, is over
+    capacity, unless this transaction allows it (``allocation_allowances``)."""
+    refused = (
+        f"({adds}) AND EXISTS (SELECT 1 FROM inventories i "
+        "WHERE i.resource_provider_id = NEW.resource_provider_id "
+        "AND i.resource_class_id = NEW.resource_class_id "
+        f"AND i.used > (i.total - i.reserved) * {_ratio(dialect)} "
+        "AND NOT EXISTS (SELECT 1 FROM allocation_allowances a "
+        "WHERE a.resource_provider_id = i.resource_provider_id "
+        "AND a.resource_class_id = i.resource_class_id AND i.used <= a.used))")
+    if dialect == "sqlite":
+        return f"SELECT RAISE(ABORT, '{CAPACITY_REFUSAL}') WHERE {refused};"
+    if dialect == "mysql":
+        return (f"IF {refused} THEN SIGNAL SQLSTATE '45000' "
+                f"SET MESSAGE_TEXT = '{CAPACITY_REFUSAL}'; END IF;")
+    return (f"IF {refused} THEN RAISE EXCEPTION '{CAPACITY_REFUSAL}' "
+            "USING ERRCODE = 'check_violation'; END IF;")
+
+
+def refused_over_capacity(error: BaseException) -> bool:
+    """Is ``error`` (any database error) a trigger refusing an allocation
+    row for capacity?"""
+    return CAPACITY_REFUSAL in str(error)
+
+
 def _record_change(provider: str, dialect: str, condition: str = "TRUE") -> str:
     """Name ``provider`` (an expression) in its shard's record: the shard's
     counter moves on (its row stays locked until COMMIT, so versions commit
@@ -95,10 +149,15 @@ def _record_change(provider: str, dialect: str, condition: str = "TRUE") -> str:
 def triggers(dialect: str) -> list[Trigger]:
     """Every trigger, its statements in ``dialect``'s SQL."""
     result = [
-        Trigger("allocation_added", "INSERT", "allocations", _add_usage("NEW", "+")),
+        Trigger("allocation_added", "INSERT", "allocations",
+                _add_usage("NEW", "+") + " " + _refuse_over_capacity(dialect, "NEW.used > 0")),
         Trigger("allocation_removed", "DELETE", "allocations", _add_usage("OLD", "-")),
         Trigger("allocation_changed", "UPDATE", "allocations",
-                _add_usage("OLD", "-") + " " + _add_usage("NEW", "+"),
+                _add_usage("OLD", "-") + " " + _add_usage("NEW", "+") + " "
+                + _refuse_over_capacity(
+                    dialect, "NEW.resource_provider_id <> OLD.resource_provider_id "
+                    "OR NEW.resource_class_id <> OLD.resource_class_id "
+                    "OR NEW.used > OLD.used"),
                 ("resource_provider_id", "resource_class_id", "used")),
         # an inventory created where allocations already are (by a reshape,
         # or by a writer that is not us) starts with their sum

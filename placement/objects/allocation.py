@@ -23,7 +23,7 @@ from oslo_utils import timeutils
 
 from placement import exceptions, metrics
 from placement.db import api as db_api
-from placement.db import tables
+from placement.db import tables, triggers
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class, resource_provider
 from placement.objects.generation import Generational, compare_and_swap
@@ -35,6 +35,7 @@ _allocation = tables.allocations
 _inventory = tables.inventories
 _rp = tables.resource_providers
 _consumer = tables.consumers
+_allowance = tables.allocation_allowances
 
 Key = tuple[int, int]  # (provider id, resource class id)
 
@@ -65,6 +66,14 @@ class ProviderGenerationRace(ConcurrentWrite):
     def __init__(self) -> None:
         super().__init__("Another thread concurrently updated the resource provider "
                          "data. Please retry your update")
+
+
+class CapacityRace(ProviderGenerationRace):
+    """The database refused an allocation row for capacity
+    (placement.db.triggers) that this write's own check let through: a
+    writer that does not move provider generations added usage since it
+    was read. Like a generation race, the write starts over and reads
+    everything again."""
 
 
 # -- Capacity and usage (the one place allocation writes read them)
@@ -379,11 +388,14 @@ def _check_inventory_present(records: list[_Record], inventories: dict[Key, Inve
 
 
 def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsage],
-                    previously_used: dict[Key, int]) -> None:
+                    previously_used: dict[Key, int]) -> dict[Key, int]:
     """Units, steps and capacity of every requested amount. ``inventories``
     carry the usage of other consumers (the written ones are already
     removed); an over-commit is accepted only if it is not made worse than
-    ``previously_used``."""
+    ``previously_used``. Returns the usage each inventory accepted so may
+    be left at (its usage before: the allowance the database's triggers
+    need to let the rows through)."""
+    allowances: dict[Key, int] = {}
     requested: dict[Key, int] = collections.defaultdict(int)
     for record in records:
         if record.amount == 0:
@@ -406,6 +418,9 @@ def _check_capacity(records: list[_Record], inventories: dict[Key, InventoryUsag
             raise AllocationRefused(
                 f"Unable to create allocation for {where}. The requested amount "
                 "would exceed the capacity.")
+        if over:
+            allowances[key] = previously_used[key]
+    return allowances
 
 
 def _increment_provider_generations(connection: sa.engine.Connection,
@@ -443,7 +458,7 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     held, held_rows = _held(connection, consumer_uuids)
     inventories, previously_used = inventory_usages(connection, provider_ids, class_ids, held)
     _check_inventory_present(records, inventories)
-    _check_capacity(records, inventories, previously_used)
+    allowances = _check_capacity(records, inventories, previously_used)
     # Before the allocation rows: every writer takes a provider's lock
     # before its inventories' (which the triggers of the allocation rows
     # update), so that allocation writers do not deadlock each other.
@@ -466,7 +481,7 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
         for record in records if record.amount > 0
     ]
     if new_rows:
-        connection.execute(_INSERT_ALLOCATIONS, new_rows)
+        _insert_allocations(connection, new_rows, allowances)
     try:
         consumer_obj.increment_generations(connection, prepared.consumers)
     except exceptions.ConcurrentUpdate as error:
@@ -475,6 +490,31 @@ def write(connection: sa.engine.Connection, prepared: PreparedWrite,
     emptied = [consumer_uuid for consumer_uuid in consumer_uuids if consumer_uuid not in holding]
     if emptied:
         consumer_obj.delete_if_empty(connection, emptied)
+
+
+_INSERT_ALLOWANCES = sa.insert(_allowance)
+_DELETE_ALLOWANCES = sa.delete(_allowance)
+
+
+def _insert_allocations(connection: sa.engine.Connection, rows: list[dict],
+                        allowances: dict[Key, int]) -> None:
+    """Insert the allocation ``rows``; the inventories of ``allowances``
+    may be left over capacity, at most at the usage given (allowed for
+    this transaction only: the allowances are removed before it commits).
+    CapacityRace when the database refuses a row for capacity."""
+    if allowances:
+        connection.execute(_INSERT_ALLOWANCES, [
+            {"resource_provider_id": provider_id, "resource_class_id": class_id, "used": used}
+            for (provider_id, class_id), used in allowances.items()])
+    try:
+        connection.execute(_INSERT_ALLOCATIONS, rows)
+    except (db_exc.DBError, sa.exc.DBAPIError) as error:
+        if triggers.refused_over_capacity(error):
+            raise CapacityRace() from None
+        raise
+    if allowances:
+        # no other allowance can exist in this transaction
+        connection.execute(_DELETE_ALLOWANCES)
 
 
 def _prepared_and_written(connection: sa.engine.Connection,
@@ -486,6 +526,15 @@ def _attempt(db: db_api.Database, requests: list[ConsumerAllocations]) -> None:
     """One attempt of ``replace_all``: a new transaction (retried, each
     time new, after a deadlock or a lost connection)."""
     db_api.write(db, _prepared_and_written, requests)
+
+
+def _retry_reason(error: Exception) -> str:
+    """Why replace_all runs a write again, as the metrics say it."""
+    if isinstance(error, CapacityRace):
+        return "capacity_refused"
+    if isinstance(error, ProviderGenerationRace):
+        return "generation_conflict"
+    return "duplicate_entry"
 
 
 def replace_all(db: db_api.Database, requests: list[ConsumerAllocations],
@@ -503,7 +552,5 @@ def replace_all(db: db_api.Database, requests: list[ConsumerAllocations],
         except (ProviderGenerationRace, db_exc.DBDuplicateEntry) as error:
             LOG.debug("Allocation write attempt %d lost a race: %s", attempt, error)
             if attempt < attempts:
-                metrics.count_retry("generation_conflict"
-                                    if isinstance(error, ProviderGenerationRace)
-                                    else "duplicate_entry")
+                metrics.count_retry(_retry_reason(error))
     raise ProviderGenerationRace()

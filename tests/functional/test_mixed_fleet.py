@@ -36,21 +36,15 @@ Then, reading through BOTH fleets directly and the database with SQL:
   the original shows in our GET /allocation_candidates right away (our
   provider cache follows the change record, which the triggers keep).
 
-Over-commits and the original. On PostgreSQL the original ALONE over-commits
-under racing claims (measured with this module's storm against one original
-service and nothing else: 40 computes, claims only, no deletes, no sharing
-provider: a compute ends at 12 VCPU of 10.5, or 2816 MB of 2560, in every
-run; claimed one after the other it refuses them). So on PostgreSQL the
-mixed storm can only hold ours to what is ours: every over-commit seen must
-include a claim the original acknowledged (a set of claims acknowledged by
-ours alone always fits, whatever else was committed, if ours is right).
-Then a second storm, ``ONLY_OURS_CLAIM_SECONDS``, sends every claim to ours
-while lookups and deletes still go to both: no usage may go over capacity,
-or further over than the original left it. On SQLite the original alone
-does not over-commit: no over-commit at all is allowed there.
-
-On MariaDB the original alone over-commits too (the known trap: it retries
-a lost race inside its REPEATABLE READ transaction): held like PostgreSQL.
+Over-commits and the original. Alone, the original over-commits under
+racing claims on PostgreSQL (measured with this module's storm against one
+original service and nothing else: 40 computes, claims only, no deletes,
+no sharing provider: a compute ended at 12 VCPU of 10.5, or 2816 MB of
+2560, in every run) and on MariaDB (it retries a lost race inside its
+REPEATABLE READ transaction). Beside ours it cannot: the database refuses
+any allocation row past capacity (placement.db.triggers), whoever writes
+it, so no over-commit at all is allowed on any backend; the original's
+refused writes are among its 5xx, counted and reported.
 """
 
 from __future__ import annotations
@@ -83,9 +77,6 @@ from tests.fixtures.servers import REPOSITORY, Servers, json_request
 pytestmark = [pytest.mark.slow, pytest.mark.external("original-service")]
 
 STORM_SECONDS = 30
-# The second storm, where the original alone over-commits: claims to ours only.
-ONLY_OURS_CLAIM_SECONDS = 15
-ORIGINAL_OVER_COMMITS = frozenset({"postgresql", "mysql"})
 CLIENTS = 8
 COMPUTES = 6
 # Small computes, so that capacity runs out within seconds and claims race
@@ -164,12 +155,10 @@ class RoundRobinProxy:
     """One address in front of several backends: each request goes to the
     next backend in turn (method, path, headers and body as received), and
     its answer (status, headers, body) back, with ``FLEET_HEADER`` naming
-    the backend. A backend that does not answer makes a 502. Claims (PUT
-    /allocations/...) go to the backend named ``claims_to`` when it is set."""
+    the backend. A backend that does not answer makes a 502."""
 
     def __init__(self, backends: list[tuple[str, str]]) -> None:
         self.backends = [(name, urllib.parse.urlsplit(url)) for name, url in backends]
-        self.claims_to: str | None = None
         # (backend name, status) -> requests it answered so
         self.answers: collections.Counter = collections.Counter()
         self._turn = itertools.count()
@@ -201,16 +190,12 @@ class RoundRobinProxy:
         self.server.server_close()
         self._thread.join(10)
 
-    def _backend(self, method: str, path: str) -> tuple[str, urllib.parse.SplitResult]:
+    def _backend(self) -> tuple[str, urllib.parse.SplitResult]:
         with self._lock:
-            if self.claims_to is not None and method == "PUT" and path.startswith(
-                    "/allocations/"):
-                return next(backend for backend in self.backends
-                            if backend[0] == self.claims_to)
             return self.backends[next(self._turn) % len(self.backends)]
 
     def _forward(self, handler: http.server.BaseHTTPRequestHandler) -> None:
-        name, target = self._backend(handler.command, handler.path)
+        name, target = self._backend()
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
         headers = {key: value for key, value in handler.headers.items()
@@ -419,8 +404,6 @@ class Storm:
         # consumer -> what it asked, of a claim or delete without a definite
         # answer: all of it is held, or none.
         self.uncertain: dict[str, dict] = {}
-        # consumer -> the fleet that answered its claim (204 or no definite answer)
-        self.fleet_of: dict[str, str] = {}
         # the held claims clients may delete (any client any claim)
         self.deletable: list[str] = []
         # (phase, fleet, what, status, error code) -> answers
@@ -496,7 +479,6 @@ class Storm:
             if status == 409:
                 self.refused.add(consumer)
                 return False
-            self.fleet_of[consumer] = fleet
             if status == 204:
                 self.claimed[consumer] = _resources(allocations)
                 self.deletable.append(consumer)
@@ -618,14 +600,6 @@ def check_claims(storm: Storm, fleets: dict[str, str], engine: sa.engine.Engine,
     return held
 
 
-def not_ours(storm: Storm, over: OverCommit) -> bool:
-    """Whether an over-commit holds a claim ours did not acknowledge: claims
-    ours alone acknowledged always fit (the last of them fit beside all the
-    others, which were there already)."""
-    return over.capacity is not None and any(
-        storm.fleet_of.get(consumer) != OURS for consumer in over.consumers)
-
-
 def _candidate_providers(url: str, query: str) -> set[str]:
     body = _via(url, f"/allocation_candidates?{query}")
     return {provider for request in body["allocation_requests"]
@@ -693,7 +667,7 @@ def check_original_writes_seen(fleets: dict[str, str], engine: sa.engine.Engine,
 
 # Putting it together.
 
-MIXED, ONLY_OURS_CLAIM = "mixed storm", "claims to ours only"
+MIXED = "mixed storm"
 
 
 def mixed_fleet_storm(fleets: dict[str, str], engine: sa.engine.Engine, backend: str,
@@ -713,40 +687,12 @@ def mixed_fleet_storm(fleets: dict[str, str], engine: sa.engine.Engine, backend:
         assert storm.failures == []
         # (ours answering 5xx, among others)
         assert storm.unexpected == [], _brief(storm.unexpected)
-        if backend not in ORIGINAL_OVER_COMMITS:
-            assert storm.over_commits[MIXED] == [], storm.over_commits[MIXED][:5]
-            assert sql_over_commits(engine) == []
-            allowed: dict[tuple[str, str], int] = {}
-        else:
-            # Over-commits the original made, at most.
-            ours_alone = [over for over in storm.over_commits[MIXED] + sql_over_commits(engine)
-                          if not not_ours(storm, over)]
-            assert ours_alone == [], f"over capacity by claims ours acknowledged: {ours_alone[:5]}"
-            # Then only ours claims: nothing goes over capacity, or further
-            # over than it was.
-            allowed = {(over.provider, over.resource_class): over.used
-                       for over in sql_over_commits(engine)}
-            proxy.claims_to = OURS
-            storm.run(ONLY_OURS_CLAIM, ONLY_OURS_CLAIM_SECONDS)
-            report(f"{title}: {storm.summary(ONLY_OURS_CLAIM)}")
-            assert storm.failures == []
-            assert storm.unexpected == [], _brief(storm.unexpected)
-            assert storm.count("claim", fleet=ORIGINAL, phase=ONLY_OURS_CLAIM) == 0
-            grown = [over for over in storm.over_commits[ONLY_OURS_CLAIM]
-                     if over.used > allowed.get((over.provider, over.resource_class), 0)]
-            assert grown == [], f"over capacity while only ours claimed: {grown[:5]}"
+        assert storm.over_commits[MIXED] == [], storm.over_commits[MIXED][:5]
     held = check_claims(storm, fleets, engine, layout)
     seen = check_original_writes_seen(fleets, engine, layout)
-    grown = [over for over in sql_over_commits(engine)
-             if over.used > allowed.get((over.provider, over.resource_class), 0)]
-    assert grown == [], f"over capacity at the end: {grown[:5]}"
-    if backend in ORIGINAL_OVER_COMMITS:
-        over = (f"no over-commit of ours (the original's: "
-                f"{len(storm.over_commits[MIXED])} sightings during the {MIXED}, "
-                f"{len(allowed)} provider classes over capacity after it)")
-    else:
-        over = "no over-commit"
-    report(f"{title}: {over}, no "
+    over = sql_over_commits(engine)
+    assert over == [], f"over capacity at the end: {over[:5]}"
+    report(f"{title}: no over-commit, no "
            f"claim lost or left behind, both fleets read the same; requests through the "
            f"proxy: original {proxy.requests(ORIGINAL)} (5xx {proxy.server_errors(ORIGINAL)}), "
            f"ours {proxy.requests(OURS)} (5xx {proxy.server_errors(OURS)}); {len(held)} "
