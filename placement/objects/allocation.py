@@ -288,8 +288,9 @@ def _providers(connection: sa.engine.Connection, provider_uuids: list[str]
                ) -> list[_Provider]:
     """Lock the providers and read them: wait for their concurrent writers
     and keep new ones out until we commit. Done before anything else is
-    read: on PostgreSQL (READ COMMITTED) every later read, and on MySQL
-    the REPEATABLE READ snapshot (which starts at the first plain read,
+    read (but the lock of their inventories, _lock_inventories): on
+    PostgreSQL (READ COMMITTED) every later read, and on MySQL the
+    REPEATABLE READ snapshot (which starts at the first plain read,
     not at a locking one), then includes what those writers committed,
     and the generation compare-and-swap does not fail because of them.
     Correctness does not rest on this lock (the compare-and-swap still
@@ -301,12 +302,34 @@ def _providers(connection: sa.engine.Connection, provider_uuids: list[str]
             for row in connection.execute(*_LOCK_PROVIDERS(uuids=provider_uuids))]
 
 
+# The inventories of the providers named by a write, locked in id order
+# (the providers themselves are not: rows a subquery reads are not locked).
+_LOCK_INVENTORIES = db_api.SizedStatement(lambda uuids: (
+    sa.select(_inventory.c.id)
+    .where(_inventory.c.resource_provider_id.in_(
+        sa.select(_rp.c.id).where(db_api.bound_in(_rp.c.uuid, "uuids", uuids))))
+    .order_by(_inventory.c.id).with_for_update()))
+
+
+def _lock_inventories(connection: sa.engine.Connection, provider_uuids: list[str]) -> None:
+    """Lock the inventories of the providers before the providers: the
+    order in which every writer of allocations takes them, the original
+    service too (the triggers of its allocation rows update the
+    inventories' usage, then it moves the provider's generation). In the
+    other order, a claim of ours and one of the original's on the same
+    provider deadlock during a rolling switch, and the original answers
+    500."""
+    connection.execute(*_LOCK_INVENTORIES(uuids=provider_uuids))
+
+
 def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations]
             ) -> PreparedWrite:
-    """The providers named locked and read, then the consumer checks
-    (generation, creation, owner) in request order, then the existence of
-    every provider named."""
+    """The providers named locked (their inventories first) and read,
+    then the consumer checks (generation, creation, owner) in request
+    order, then the existence of every provider named."""
     named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
+    if named:
+        _lock_inventories(connection, named)
     providers = {provider.uuid: provider
                  for provider in (_providers(connection, named) if named else [])}
     consumers = consumer_obj.prepare(connection, requests)

@@ -102,12 +102,13 @@ def test_created_consumer_has_the_generation_after_its_first_write(database):
         assert consumer_obj.get_by_uuids(connection, [consumer_uuid]) == {}
 
 
-def test_claim_for_a_new_consumer_of_a_known_owner_runs_eight_statements(database):
-    """Lock and read the providers, read the consumer, look the owner up,
-    create the consumer, lock and read what the consumer holds (nothing),
-    read inventories with their usage, compare-and-swap the provider
-    generation, insert (the database's triggers count the inventories'
-    usage). No delete: a consumer the write creates holds nothing."""
+def test_claim_for_a_new_consumer_of_a_known_owner_runs_nine_statements(database):
+    """Lock the providers' inventories, lock and read the providers, read
+    the consumer, look the owner up, create the consumer, lock and read
+    what the consumer holds (nothing), read inventories with their usage,
+    compare-and-swap the provider generation, insert (the database's
+    triggers count the inventories' usage). No delete: a consumer the
+    write creates holds nothing."""
     claim(database, str(uuid.uuid4()), {PROVIDER: {"VCPU": 1}})
     statements: list[str] = []
 
@@ -122,4 +123,5 @@ def test_claim_for_a_new_consumer_of_a_known_owner_runs_eight_statements(databas
     finally:
         sa.event.remove(database.engine, "before_cursor_execute", record)
     assert [statement.split()[0] for statement in statements] == [
-        "SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "SELECT", "UPDATE", "INSERT"], statements
+        "SELECT", "SELECT", "SELECT", "SELECT", "INSERT", "SELECT", "SELECT", "UPDATE",
+        "INSERT"], statements

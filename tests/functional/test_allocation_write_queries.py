@@ -95,11 +95,14 @@ def test_statements_do_not_grow_with_consumers_cleared(database):
 
 
 def test_named_providers_are_locked_before_anything_is_read(database):
-    """The write first locks the providers it names (FOR UPDATE, in id
-    order), so that on PostgreSQL and MySQL what it reads afterwards
-    includes every concurrent writer of those providers that committed
-    while it waited. SQLite does not render FOR UPDATE, so the statement
-    is compiled for PostgreSQL here."""
+    """The write first locks the inventories of the providers it names,
+    then the providers (FOR UPDATE, each in id order): the order in which
+    the original service's writes take them too (no deadlock between the
+    two during a rolling switch), and on PostgreSQL and MySQL what it
+    reads afterwards includes every concurrent writer of those providers
+    that committed while it waited. The providers are not locked by the
+    first statement, whose subquery reads them. SQLite does not render
+    FOR UPDATE, so the statements are compiled for PostgreSQL here."""
     _create_owner(database)
     statements: list = []
 
@@ -113,9 +116,12 @@ def test_named_providers_are_locked_before_anything_is_read(database):
     finally:
         sa.event.remove(database.engine, "before_execute", record)
 
-    first = str(statements[0].compile(dialect=postgresql.dialect()))
-    assert first.startswith("SELECT resource_providers.id")
-    assert first.endswith("ORDER BY resource_providers.id FOR UPDATE")
+    first, second = (str(statement.compile(dialect=postgresql.dialect()))
+                     for statement in statements[:2])
+    assert first.startswith("SELECT inventories.id")
+    assert first.endswith("ORDER BY inventories.id FOR UPDATE")
+    assert second.startswith("SELECT resource_providers.id")
+    assert second.endswith("ORDER BY resource_providers.id FOR UPDATE")
 
 
 @pytest.mark.parametrize("with_record", [True, False], ids=["consumer", "legacy rows"])

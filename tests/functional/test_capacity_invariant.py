@@ -8,7 +8,6 @@ empty, never grow."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
@@ -152,38 +151,33 @@ def test_an_over_commit_may_shrink_move_and_empty_but_never_grow(database):
 
 
 def test_a_claim_the_database_refuses_starts_over_and_is_refused_as_full(
-        server_backend, monkeypatch):
-    """Usage added by raw SQL (no generation moved) between the claim's
-    check and its insert: the database refuses the row, the claim starts
-    over in a new transaction and its check then sees the provider full
-    (409), where it would have over-committed. Only a database server has
-    writers side by side (SQLite has one at a time)."""
-    database = FreshDatabase(server_backend)
-    try:
-        api, provider_uuid, provider_id = _provider(database, "cn1", 4)
-        checked = allocation_obj._check_capacity
-        attempts = []
+        database, monkeypatch):
+    """A claim whose own check was wrong (here: told the provider is empty
+    when it is not; in a cloud, usage added by a writer that moves no
+    generation) is refused by the database; the claim starts over in a
+    new transaction, whose check then sees the provider full: 409, where
+    it would have over-committed."""
+    api, provider_uuid, provider_id = _provider(database, "cn1", 4)
+    held = str(uuid.uuid4())
+    assert _claim(api, held, {provider_uuid: {"VCPU": 3}}, None) == 204
+    read = allocation_obj.inventory_usages
+    attempts = []
 
-        def check_then_race(*args, **kwargs):
-            attempts.append(args)
-            allowed = checked(*args, **kwargs)  # the second attempt's refuses
-            if len(attempts) == 1:
-                # another writer, on its own connection, commits meanwhile
-                racer = threading.Thread(target=_sql, args=(
-                    database, _insert("raw", provider_id, 3)))
-                racer.start()
-                racer.join()
-            return allowed
+    def stale_on_first_attempt(connection, provider_ids, class_ids, held):
+        inventories, used = read(connection, provider_ids, class_ids, held)
+        attempts.append(inventories)
+        if len(attempts) == 1:
+            for inventory in inventories.values():
+                inventory.used = 0
+        return inventories, used
 
-        monkeypatch.setattr(allocation_obj, "_check_capacity", check_then_race)
-        status, body = api.send("PUT", f"/allocations/{uuid.uuid4()}", {
-            "allocations": {provider_uuid: {"resources": {"VCPU": 2}}},
-            "consumer_generation": None, "consumer_type": "INSTANCE", **PROJECT},
-            "placement 1.39")
-        assert status == 409, body
-        assert "exceed the capacity" in str(body)
-        assert len(attempts) == 2
-        rows, used = _state(database)
-        assert rows == {("raw", provider_id, VCPU): 3} and used[provider_id, VCPU] == 3
-    finally:
-        database.close()
+    monkeypatch.setattr(allocation_obj, "inventory_usages", stale_on_first_attempt)
+    status, body = api.send("PUT", f"/allocations/{uuid.uuid4()}", {
+        "allocations": {provider_uuid: {"resources": {"VCPU": 2}}},
+        "consumer_generation": None, "consumer_type": "INSTANCE", **PROJECT},
+        "placement 1.39")
+    assert status == 409, body
+    assert "exceed the capacity" in str(body)
+    assert len(attempts) == 2
+    rows, used = _state(database)
+    assert rows == {(held, provider_id, VCPU): 3} and used[provider_id, VCPU] == 3

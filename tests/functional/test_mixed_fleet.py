@@ -14,8 +14,10 @@ Through the proxy: a few small computes (VCPU, MEMORY_MB) and a DISK_GB
 provider shared with them by aggregate, then for ``STORM_SECONDS`` client
 threads race as schedulers do: GET /allocation_candidates, PUT
 /allocations/{new consumer} (1.28 and 1.39, ``consumer_generation: null``)
-of the first candidate, DELETE /allocations/{c} of earlier claims (any
-client's). Every answer is recorded, with the fleet that gave it (the proxy
+of the first candidate, POST /allocations moving an earlier claim (any
+client's) as Nova migrates (the instance to its first candidate, a new
+migration consumer holding what it held), DELETE /allocations/{c} of
+earlier claims. Every answer is recorded, with the fleet that gave it (the proxy
 says which), and a watcher reads the usages with SQL meanwhile.
 
 Then, reading through BOTH fleets directly and the database with SQL:
@@ -95,6 +97,10 @@ SHARED_INVENTORY = {"DISK_GB": {"total": 120, "reserved": 10, "allocation_ratio"
 CLAIM_CHANCE_OF_DISK = 0.5
 DELETE_CHANCE_AFTER_CLAIM = 0.25
 DELETE_CHANCE_OTHERWISE = 0.6
+# After a claim, a client moves one (any client's) so often, as Nova
+# migrates an instance: POST /allocations gives the instance its place on
+# the first candidate and a new migration consumer what the instance held.
+MOVE_CHANCE = 0.2
 
 MICROVERSION = "placement 1.39"
 PROJECT_ID = str(uuid.uuid4())
@@ -404,6 +410,9 @@ class Storm:
         # consumer -> what it asked, of a claim or delete without a definite
         # answer: all of it is held, or none.
         self.uncertain: dict[str, dict] = {}
+        # (instance, what it held, where it moved, migration consumer) of a
+        # move without a definite answer: the move happened whole, or not.
+        self.uncertain_moves: list[tuple[str, dict, dict, str]] = []
         # the held claims clients may delete (any client any claim)
         self.deletable: list[str] = []
         # (phase, fleet, what, status, error code) -> answers
@@ -448,25 +457,33 @@ class Storm:
         try:
             while not self._stop.is_set():
                 claimed = self._claim(chance, version)
+                if claimed and chance.random() < MOVE_CHANCE:
+                    self._move(chance)
                 if chance.random() < (DELETE_CHANCE_AFTER_CLAIM if claimed
                                       else DELETE_CHANCE_OTHERWISE):
                     self._delete(chance)
         except BaseException as error:  # reported by the test
             self.failures.append(error)
 
-    def _claim(self, chance: random.Random, version: str) -> bool:
-        """Claims the first candidate for some resources: whether one was made."""
-        wanted = {"VCPU": chance.randint(1, 3), "MEMORY_MB": 256 * chance.randint(1, 3)}
-        if chance.random() < CLAIM_CHANCE_OF_DISK:
-            wanted["DISK_GB"] = 10 * chance.randint(1, 3)
+    def _first_candidate(self, wanted: dict[str, int], version: str) -> dict | None:
+        """The allocations of the first candidate for ``wanted`` (None: none)."""
         query = ",".join(f"{name}:{amount}" for name, amount in wanted.items())
         answer = _call(self.url, "GET", f"/allocation_candidates?resources={query}",
                        version=version)
         self._record("candidates", answer, 200)
         status, _, body = answer
         if status != 200 or not body["allocation_requests"]:
+            return None
+        return body["allocation_requests"][0]["allocations"]
+
+    def _claim(self, chance: random.Random, version: str) -> bool:
+        """Claims the first candidate for some resources: whether one was made."""
+        wanted = {"VCPU": chance.randint(1, 3), "MEMORY_MB": 256 * chance.randint(1, 3)}
+        if chance.random() < CLAIM_CHANCE_OF_DISK:
+            wanted["DISK_GB"] = 10 * chance.randint(1, 3)
+        allocations = self._first_candidate(wanted, version)
+        if allocations is None:
             return False
-        allocations = body["allocation_requests"][0]["allocations"]
         consumer = str(uuid.uuid4())
         claim = {"allocations": allocations, "project_id": PROJECT_ID, "user_id": USER_ID,
                  "consumer_generation": None}
@@ -500,6 +517,45 @@ class Storm:
             else:
                 self.uncertain[consumer] = resources
 
+    def _move(self, chance: random.Random) -> None:
+        """Migrate a held claim (Nova's way, at 1.39): its consumer takes the
+        first candidate for the same amounts and a new migration consumer
+        what it held, in one POST /allocations."""
+        with self.lock:
+            if not self.deletable:
+                return
+            instance = self.deletable.pop(chance.randrange(len(self.deletable)))
+            held = self.claimed[instance]
+        wanted: collections.Counter = collections.Counter()
+        for resources in held.values():
+            wanted.update(resources)
+        destination = self._first_candidate(dict(wanted), MICROVERSION)
+        generation = _call(self.url, "GET", f"/allocations/{instance}")[2]
+        if destination is None or not isinstance(generation, dict):
+            with self.lock:
+                self.deletable.append(instance)
+            return
+        migration = str(uuid.uuid4())
+        owner = {"project_id": PROJECT_ID, "user_id": USER_ID}
+        answer = _call(self.url, "POST", "/allocations", {
+            instance: {"allocations": destination, "consumer_type": "INSTANCE",
+                       "consumer_generation": generation["consumer_generation"], **owner},
+            migration: {"allocations": {provider: {"resources": resources}
+                                        for provider, resources in held.items()},
+                        "consumer_type": "MIGRATION", "consumer_generation": None, **owner}})
+        self._record("move", answer, 204, 409)
+        with self.lock:
+            if answer[0] == 204:
+                self.claimed[instance] = _resources(destination)
+                self.claimed[migration] = held
+                self.deletable += [instance, migration]
+            elif answer[0] == 409:
+                self.deletable.append(instance)
+            else:
+                del self.claimed[instance]
+                self.uncertain_moves.append(
+                    (instance, held, _resources(destination), migration))
+
     def _watch(self) -> None:
         phase = self._phase
         try:
@@ -531,6 +587,8 @@ class Storm:
             fleets[fleet] = (f"{requests} requests, claims "
                              f"{self.count('claim', 204, fleet, phase)} ok/"
                              f"{self.count('claim', 409, fleet, phase)} x 409, "
+                             f"moves {self.count('move', 204, fleet, phase)} ok/"
+                             f"{self.count('move', 409, fleet, phase)} x 409, "
                              f"deletes {self.count('delete', 204, fleet, phase)} ok, "
                              f"5xx {dict(sorted(errors.items()))}")
         over = self.over_commits[phase]
@@ -539,7 +597,8 @@ class Storm:
                 f"{self.count('claim', 204, phase=phase)} ok, "
                 f"{self.count('claim', 409, phase=phase)} x 409 "
                 f"({self.count('claim', 409, phase=phase, code='placement.concurrent_update')}"
-                f" concurrent update), deletes {self.count('delete', 204, phase=phase)} ok; "
+                f" concurrent update), moves {self.count('move', 204, phase=phase)} ok, "
+                f"deletes {self.count('delete', 204, phase=phase)} ok; "
                 f"original: {fleets[ORIGINAL]}; ours: {fleets[OURS]}; "
                 f"{len(classes)} provider classes seen over capacity ({len(over)} sightings "
                 f"in {self.watches[phase]} database watches"
@@ -572,7 +631,13 @@ def check_claims(storm: Storm, fleets: dict[str, str], engine: sa.engine.Engine,
     half_written = {consumer: (asked, held[consumer])
                     for consumer, asked in storm.uncertain.items()
                     if consumer in held and held[consumer] != asked}
-    unknown = set(held) - set(claimed) - set(storm.uncertain) - storm.refused - storm.deleted
+    # a move without a definite answer happened whole or not at all
+    half_moved = [move for move in storm.uncertain_moves
+                  if (held.get(move[0]), held.get(move[3])) not in ((move[1], None),
+                                                                   (move[2], move[1]))]
+    assert half_moved == []
+    unknown = (set(held) - set(claimed) - set(storm.uncertain) - storm.refused - storm.deleted
+               - {consumer for move in storm.uncertain_moves for consumer in (move[0], move[3])})
     assert lost == {}
     assert phantoms == {}
     assert half_written == {}

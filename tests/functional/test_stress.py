@@ -363,7 +363,7 @@ def _race(running: Servers, database_url: str, backend: str, report) -> None:
            f"{ledger.claims} claims in {elapsed:.1f}s = {ledger.claims / elapsed:.1f} claims/s, "
            f"{requests / elapsed:.1f} requests/s; {checked}; "
            f"answers: {dict(sorted(ledger.statuses.items()))}")
-    assert running.all_running()
+    assert running.all_running(), running.logs()
 
 
 def test_service_recovers_when_database_connections_are_killed(server_backend, tmp_path,
@@ -390,7 +390,7 @@ def _kill_connections_under_load(running: Servers, database_url: str, server_bac
     assert sum(killed) > 0
     # Only server errors (the killed transactions) were unexpected.
     assert ledger.unexpected == []
-    assert running.all_running()
+    assert running.all_running(), running.logs()
     # The same processes answer again, writes and reads, each of them.
     for index in range(SERVER_PROCESSES):
         client = running.client(index)
