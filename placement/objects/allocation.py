@@ -70,10 +70,11 @@ class ProviderGenerationRace(ConcurrentWrite):
 
 class CapacityRace(ProviderGenerationRace):
     """The database refused an allocation row for capacity
-    (placement.db.triggers) that this write's own check let through: a
-    writer that does not move provider generations added usage since it
-    was read. Like a generation race, the write starts over and reads
-    everything again."""
+    (placement.db.triggers) that this write's own check let through. The
+    write holds its inventories locked from its start, so only a check
+    that disagrees with the database's gets here: like a generation race,
+    the write starts over and reads everything again, and is answered as
+    a race if that happens again."""
 
 
 # -- Capacity and usage (the one place allocation writes read them)

@@ -153,10 +153,9 @@ def test_an_over_commit_may_shrink_move_and_empty_but_never_grow(database):
 def test_a_claim_the_database_refuses_starts_over_and_is_refused_as_full(
         database, monkeypatch):
     """A claim whose own check was wrong (here: told the provider is empty
-    when it is not; in a cloud, usage added by a writer that moves no
-    generation) is refused by the database; the claim starts over in a
-    new transaction, whose check then sees the provider full: 409, where
-    it would have over-committed."""
+    when it is not) is refused by the database; the claim starts over in
+    a new transaction, whose check then sees the provider full: 409,
+    where it would have over-committed."""
     api, provider_uuid, provider_id = _provider(database, "cn1", 4)
     held = str(uuid.uuid4())
     assert _claim(api, held, {provider_uuid: {"VCPU": 3}}, None) == 204
