@@ -36,6 +36,10 @@ pytest.register_assert_rewrite("tests.fixtures.osc_story")
 
 from tests import db  # noqa: E402
 
+# A real Keystone and placement behind it, once per run for every module
+# that asks (tests/fixtures/keystone_server.py).
+from tests.fixtures.keystone_server import keystone, keystone_placement  # noqa: E402,F401
+
 _unavailable: dict[str, str] = {}
 # external(name) -> why it is missing, for those found missing in this run.
 _missing_externals: dict[str, str] = {}
