@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import sys
 
@@ -148,6 +149,27 @@ def audit_database(conf: cfg.ConfigOpts) -> int:
     return 0 if report.clean else 1
 
 
+# What ``placement-manage sample NAME`` prints: files installed with the
+# package (placement/samples), which the documentation includes as they are.
+SAMPLES = {
+    "uwsgi": "uwsgi.ini",
+    "systemd": "placement-api.service",
+    "config": "placement.conf.sample",
+    "policy": "policy.yaml.sample",
+}
+
+
+def sample_text(name: str) -> str:
+    """The installed sample file called ``name`` in SAMPLES."""
+    return importlib.resources.files("placement").joinpath("samples", SAMPLES[name]).read_text()
+
+
+def print_sample(conf: cfg.ConfigOpts) -> int:
+    """Print a deployment file installed with the package."""
+    sys.stdout.write(sample_text(conf.command.file))
+    return 0
+
+
 def _add_commands(subparsers) -> None:
     db = subparsers.add_parser("db", help="Database schema commands.")
     db_commands = db.add_subparsers(dest="db_command")
@@ -177,6 +199,11 @@ def _add_commands(subparsers) -> None:
     reload_parser = subparsers.add_parser(
         "reload", help="Make every placement process reload its provider copy.")
     reload_parser.set_defaults(func=reload)
+    sample = subparsers.add_parser(
+        "sample", help="Print a deployment file installed with placement: the uwsgi "
+        "recipe, the systemd unit, the sample configuration or the sample policy.")
+    sample.add_argument("file", choices=list(SAMPLES), help="Which file.")
+    sample.set_defaults(func=print_sample)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 virtual environment outside the checkout, run there as operators run them:
 ``placement-manage db sync``, ``placement-status upgrade check``,
 ``placement-api`` with no configuration, and uwsgi serving
-``placement.wsgi:application`` by the README's recipe."""
+``placement.wsgi:application`` by the recipe and the systemd unit that
+``placement-manage sample`` prints from the installed package."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import zipfile
 import pytest
 
 from placement.db import migration
-from tests.fixtures import installed, ops
+from tests.fixtures import deployment, installed, ops
 
 pytestmark = pytest.mark.external("build")
 
@@ -76,13 +77,14 @@ def test_database_version_and_upgrade_check(venv, synced, workdir):
 
 def _create_and_read_a_provider(url: str) -> None:
     provider = str(uuid.uuid4())
+    # a name of its own: the tests of one virtual environment share a database
+    name = f"installed-{provider}"
     status, headers, body = ops.request(url + "/resource_providers", method="POST",
-                                        headers=ADMIN, body={"name": "installed",
-                                                             "uuid": provider})
+                                        headers=ADMIN, body={"name": name, "uuid": provider})
     assert status == 200, body
     status, _, body = ops.request(f"{url}/resource_providers/{provider}", headers=ADMIN)
     assert status == 200, body
-    assert json.loads(body)["name"] == "installed"
+    assert json.loads(body)["name"] == name
 
 
 def _assert_versions(url: str) -> None:
@@ -109,12 +111,20 @@ def test_placement_api_without_configuration(venv, workdir):
     assert "Traceback" not in server.output(), server.output()
 
 
-def test_uwsgi_serves_the_installed_package(venv, synced, workdir, request):
-    # The recipe the artifact came with: the sdist's, or the checkout's for
-    # the wheel (which carries the code alone).
-    source = (installed.artifacts().sdist_tree if "sdist" in request.node.callspec.id
-              else ops.REPO_ROOT)
-    recipe = os.path.join(source, "etc", "placement", "uwsgi.ini")
+def _installed_sample(venv: str, name: str, path: str) -> str:
+    """``placement-manage sample NAME`` of ``venv``, written to ``path``;
+    its text."""
+    printed = _run(venv, "placement-manage", "sample", name, cwd=os.path.dirname(path),
+                   env=installed.clean_environment())
+    assert printed.returncode == 0, printed.stderr
+    with open(path, "w") as sample:
+        sample.write(printed.stdout)
+    return printed.stdout
+
+
+def test_uwsgi_serves_the_installed_package(venv, synced, workdir):
+    recipe = os.path.join(workdir, "uwsgi.ini")
+    _installed_sample(venv, "uwsgi", recipe)
     port = ops.free_port()
     command = [os.path.join(venv, "bin", "uwsgi"), "--ini", recipe,
                "--http-socket", f"127.0.0.1:{port}", "--processes", "2", "--threads", "2"]
@@ -123,6 +133,50 @@ def test_uwsgi_serves_the_installed_package(venv, synced, workdir, request):
         _assert_versions(server.url)
         _create_and_read_a_provider(server.url)
     assert "Traceback" not in server.output(), server.output()
+
+
+def test_the_systemd_unit_serves_and_tells_systemd(venv, synced, workdir):
+    """The unit's command and environment, its paths moved into this test's
+    directory and the runtime directory made as systemd makes it: uwsgi
+    serves, and says READY=1 on systemd's notification socket (the unit is
+    Type=notify)."""
+    config_dir = os.path.join(workdir, "etc")
+    os.mkdir(config_dir)
+    recipe = os.path.join(config_dir, "uwsgi.ini")
+    _installed_sample(venv, "uwsgi", recipe)
+    unit = _installed_sample(venv, "systemd", os.path.join(workdir, "placement-api.service"))
+    settings = deployment.service_settings(unit)
+    assert settings["RuntimeDirectory"] == ["placement"]
+    assert settings["Type"] == ["notify"]
+    runtime_dir = os.path.join(workdir, "run")
+    os.mkdir(runtime_dir)
+    port = ops.free_port()
+    command, unit_env = deployment.service_command(unit, {
+        "/opt/placement/venv": venv, "/etc/placement/uwsgi.ini": recipe,
+        "/etc/placement": config_dir, "/run/placement": runtime_dir,
+        "0.0.0.0:8778": f"127.0.0.1:{port}"})
+    notify_path = os.path.join(workdir, "notify")
+    with deployment.notify_socket(notify_path) as listener, \
+            ops.Server(command, port, env={**synced, **unit_env, "NOTIFY_SOCKET": notify_path},
+                       cwd=workdir) as server:
+        notifications = deployment.wait_for_notification(listener, b"READY=1", timeout=120)
+        # the recipe's 4 workers (READY=1 comes once they are forked)
+        server.wait_for_output("WSGI app 0 (mountpoint='') ready", count=4)
+        _assert_versions(server.url)
+        _create_and_read_a_provider(server.url)
+    assert f"bound to UNIX address {runtime_dir}/uwsgi.sock" in server.output()
+    assert b"READY=1" in notifications
+    assert "Traceback" not in server.output(), server.output()
+
+
+def test_the_wheel_holds_the_deployment_samples():
+    """The files ``placement-manage sample`` prints, as they are in the
+    checkout."""
+    with zipfile.ZipFile(installed.artifacts().wheel) as wheel:
+        for name in ("uwsgi.ini", "placement-api.service", "placement.conf.sample",
+                     "policy.yaml.sample"):
+            with open(os.path.join(ops.REPO_ROOT, "placement", "samples", name), "rb") as own:
+                assert wheel.read(f"placement/samples/{name}") == own.read(), name
 
 
 def test_the_wheel_holds_the_placement_package_alone():

@@ -1,5 +1,7 @@
-"""The sample configuration and policy files in etc/placement are what
-oslo-config-generator and oslopolicy-sample-generator produce from the code.
+"""The sample configuration and policy files in placement/samples (installed
+with the package, printed by ``placement-manage sample``) are what
+oslo-config-generator and oslopolicy-sample-generator produce from the code;
+``placement-manage sample`` prints every deployment file as it is there.
 
 The generators find placement's options and rules through the entry points
 of setup.cfg; the test reads them from this checkout's setup.cfg (an
@@ -18,13 +20,17 @@ import io
 import os
 from unittest import mock
 
+import pytest
 from oslo_config import cfg
 from oslo_config import generator as config_generator
 from oslo_policy import generator as policy_generator
 
+from placement.cmd import manage
 from tests.fixtures.ops import REPO_ROOT
 
+# The generators' configuration files (which name the samples they write).
 ETC = os.path.join(REPO_ROOT, "etc", "placement")
+SAMPLES = os.path.join(REPO_ROOT, "placement", "samples")
 CONFIG_GENERATOR_CONF = os.path.join(ETC, "config-generator.conf")
 POLICY_GENERATOR_CONF = os.path.join(ETC, "policy-generator.conf")
 
@@ -134,6 +140,17 @@ def test_samples_document_what_operators_set():
     policy_sample = generate_policy_sample()
     assert '#"placement:reshaper:reshape": "rule:service_api"' in policy_sample
     assert '#"admin_or_service_api": "role:admin or role:service"' in policy_sample
+
+
+@pytest.mark.parametrize("name", sorted(manage.SAMPLES))
+def test_placement_manage_prints_each_sample(name, capsys):
+    assert manage.main(["sample", name]) == 0
+    with open(os.path.join(SAMPLES, manage.SAMPLES[name])) as sample:
+        assert capsys.readouterr().out == sample.read()
+
+
+def test_every_sample_file_is_printed_by_placement_manage():
+    assert sorted(os.listdir(SAMPLES)) == sorted(manage.SAMPLES.values())
 
 
 if __name__ == "__main__":

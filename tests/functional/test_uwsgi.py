@@ -1,4 +1,5 @@
-"""The uwsgi recipe of the README (etc/placement/uwsgi.ini): several
+"""The uwsgi recipe (placement/samples/uwsgi.ini, ``placement-manage sample
+uwsgi``): several
 processes and threads serving ``placement.wsgi:application``, driven with
 real requests, and its health check while the database goes away and
 comes back. Then two workers on a fresh database, each building its own
@@ -75,6 +76,20 @@ def test_several_workers_serve(uwsgi):
     for worker in range(1, PROCESSES + 1):
         assert f"spawned uWSGI worker {worker} (pid: " in output
     assert output.count("cores: 2)") == PROCESSES  # uwsgi's word for threads
+
+
+def test_each_request_is_logged_once_with_the_recipes_backlog(uwsgi):
+    """placement's request line alone (uwsgi's own is off), and a listen
+    queue past uwsgi's default of 100."""
+    path = f"/resource_providers/{uuid.uuid4()}"
+    status, _, _ = ops.request(uwsgi.url + path, headers={"X-Auth-Token": "admin"})
+    assert status == 404
+    uwsgi.wait_for_output(path)  # logged once the answer is out
+    output = uwsgi.output()
+    assert output.count(path) == 1, output
+    # uwsgi's request lines, of this request or the earlier tests' ones
+    assert "=> generated" not in output, output
+    assert "listen backlog is limited to 1024 connections" in output, output
 
 
 def _get_on(connection: http.client.HTTPConnection, path: str) -> None:
