@@ -24,6 +24,17 @@ def call(placement, path: str, token: str | None = None, method: str = "GET",
         "Accept": "application/json", "OpenStack-API-Version": version, **headers})
 
 
+def json_error(answer: tuple[int, dict, bytes], status: int) -> dict:
+    """The one error of a placement JSON error document answering ``status``."""
+    code, headers, body = answer
+    assert code == status, body
+    assert headers["content-type"].startswith("application/json")
+    [error] = json.loads(body)["errors"]
+    assert error["status"] == status
+    assert error["request_id"] == headers["x-openstack-request-id"]
+    return error
+
+
 @pytest.fixture(scope="module")
 def member(keystone):
     """A user with only ``member`` and ``reader`` on a project of its own."""
@@ -45,8 +56,9 @@ def test_health_check_needs_no_token(keystone_placement):
 
 
 def test_no_token_is_401_naming_keystone(keystone_placement, keystone):
-    status, headers, _ = call(keystone_placement, "/resource_providers")
-    assert status == 401
+    answer = call(keystone_placement, "/resource_providers")
+    assert json_error(answer, 401)["title"] == "Unauthorized"
+    headers = answer[1]
     assert headers["www-authenticate"] == f"Keystone uri=\"{keystone.auth_url}\""
     assert "openstack-api-version" not in headers
     assert headers["x-openstack-request-id"].startswith("req-")
@@ -58,8 +70,7 @@ def test_tokens_keystone_did_not_issue_are_401(keystone_placement, keystone, mem
     revoked = member.token()
     keystone.revoke_token(revoked)
     for token in ("forged", revoked):
-        status, _, _ = call(keystone_placement, "/resource_providers", token)
-        assert status == 401, token
+        json_error(call(keystone_placement, "/resource_providers", token), 401)
 
 
 def test_admin_token_is_served(keystone_placement, keystone):
@@ -77,13 +88,9 @@ def test_member_is_denied_in_the_json_error_format(keystone_placement, member):
             ("GET", "/resource_classes", None, "resource_classes:list"),
             ("POST", "/resource_providers", {"name": "not-mine"}, "resource_providers:create"),
             ("GET", f"/allocations/{uuid.uuid4()}", None, "allocations:list")):
-        status, headers, answer = call(keystone_placement, path, token, method, body)
-        assert status == 403, (method, path, answer)
-        assert headers["content-type"].startswith("application/json")
-        error = json.loads(answer)["errors"][0]
-        assert (error["status"], error["title"]) == (403, "Forbidden")
+        error = json_error(call(keystone_placement, path, token, method, body), 403)
+        assert error["title"] == "Forbidden"
         assert f"Policy does not allow placement:{rule} to be performed." in error["detail"]
-        assert error["request_id"] == headers["x-openstack-request-id"]
 
 
 def test_a_reader_reads_the_usages_of_its_own_project_only(keystone_placement, member,
