@@ -6,6 +6,7 @@ Options come from config files and from environment variables of the form
 
 from __future__ import annotations
 
+import glob
 import os
 
 from oslo_config import cfg
@@ -13,6 +14,8 @@ from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
 from oslo_middleware import opts as middleware_opts
 from oslo_policy import opts as policy_opts
+
+LOG = logging.getLogger(__name__)
 
 DEFAULT_INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -69,6 +72,65 @@ database_opts = [
         "db_max_retries",
         default=5,
         help="Retries of a transaction that failed on a deadlock or a lost connection.",
+    ),
+    cfg.StrOpt(
+        "slave_connection",
+        secret=True,
+        help="SQLAlchemy URL of a read replica of the database. Read-only "
+        "transactions (what GET requests read) go to it; writes, and what "
+        "they read, go to ``connection``. A replica lags behind its primary: "
+        "a read right after a write may not see it yet. Unset: everything "
+        "goes to ``connection``.",
+    ),
+    cfg.StrOpt(
+        "mysql_sql_mode",
+        default="TRADITIONAL",
+        help="SQL mode of the MariaDB/MySQL sessions. TRADITIONAL rejects "
+        "out-of-range or truncated values rather than storing something else; "
+        "an empty value leaves the server's own mode.",
+    ),
+    cfg.IntOpt(
+        "connection_debug",
+        default=0,
+        min=0,
+        max=100,
+        help="Log the SQL statements run (logger sqlalchemy.engine): 50 and "
+        "above at INFO, 100 with the rows they return, at DEBUG.",
+    ),
+    cfg.BoolOpt(
+        "connection_trace",
+        default=False,
+        help="Append to each SQL statement a comment naming the placement code "
+        "that ran it (file, line, function), as the database's own logs then "
+        "show it.",
+    ),
+    cfg.BoolOpt(
+        "sqlite_synchronous",
+        default=True,
+        help="SQLite: wait for each commit to reach the disk. False is faster "
+        "and may lose the last commits on a power failure or a crash of the "
+        "operating system (not on a crash of the service).",
+    ),
+]
+
+# [DEFAULT] options of the original service that an operator's
+# placement.conf may set: accepted so that it starts placement unchanged.
+compatibility_opts = [
+    cfg.StrOpt(
+        "pybasedir",
+        help="Accepted for compatibility with the original service's "
+        "configuration; placement reads nothing from it.",
+    ),
+    cfg.StrOpt(
+        "state_path",
+        help="Accepted for compatibility with the original service's "
+        "configuration; placement keeps no files there (the embedded SQLite "
+        "database is under $XDG_STATE_HOME/placement).",
+    ),
+    cfg.StrOpt(
+        "tempdir",
+        help="Accepted for compatibility with the original service's "
+        "configuration; placement writes no temporary files.",
     ),
 ]
 
@@ -172,6 +234,7 @@ def _oslo_policy_opts_missing() -> list[cfg.Opt]:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(compatibility_opts)
     conf.register_opts(api_opts, group="api")
     conf.register_opts(database_opts, group="placement_database")
     conf.register_opts(placement_opts, group="placement")
@@ -194,6 +257,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """Entry point for oslo-config-generator."""
     return [
+        ("DEFAULT", compatibility_opts),
         ("api", api_opts),
         ("placement_database", database_opts),
         ("placement", placement_opts),
@@ -243,3 +307,69 @@ def build_conf(args: list[str] | None = None, config_files: list[str] | None = N
         ),
     )
     return conf
+
+
+def _files_read(conf: cfg.ConfigOpts) -> list[str]:
+    """The configuration files ``conf`` was loaded from, in order."""
+    files = list(conf.config_file or [])
+    if conf.config_dir:
+        files += sorted(glob.glob(os.path.join(conf.config_dir, "*.conf")))
+    return files
+
+
+def _accepted_names(conf: cfg.ConfigOpts, sections: dict[str, dict]) -> set[tuple[str, str]]:
+    """(group, name) of every option placement reads: registered ones and
+    their deprecated names, keystonemiddleware's (registered only when its
+    middleware is built) and the options of the identity plugin that
+    ``[keystone_authtoken] auth_type`` names (loaded at the first request)."""
+    # Imported here: the service imports them only with the keystone strategy.
+    from keystoneauth1 import loading as ks_loading
+    from keystonemiddleware import auth_token
+
+    # oslo.config lists registered options only through this method.
+    registered = [(group.name if group else "DEFAULT", info["opt"])
+                  for info, group in conf._all_opt_infos()]
+    registered += [(group, opt) for group, options in auth_token.list_opts()
+                   for opt in options]
+    authtoken = sections.get("keystone_authtoken", {})
+    for auth_type in authtoken.get("auth_type", []):
+        try:
+            plugin_options = ks_loading.get_auth_plugin_conf_options(auth_type)
+        except Exception:  # an unknown plugin: keystonemiddleware says so at start-up
+            continue
+        registered += [(group, opt) for group in ("keystone_authtoken",
+                                                  *authtoken.get("auth_section", []))
+                       for opt in plugin_options]
+    return {name for group, opt in registered for name in _names(group, opt)}
+
+
+def _names(group: str, opt: cfg.Opt) -> list[tuple[str, str]]:
+    """(group, name) of ``opt`` in a configuration file, deprecated ones too."""
+    return [(group, opt.dest), *((deprecated.group or group, deprecated.name.replace("-", "_"))
+                                 for deprecated in opt.deprecated_opts if deprecated.name)]
+
+
+def unused_options(conf: cfg.ConfigOpts) -> dict[str, list[str]]:
+    """Configuration file -> the options it sets that placement does not
+    read ("[group] name"), for the files ``conf`` was loaded from."""
+    unused = {}
+    for path in _files_read(conf):
+        sections: dict[str, dict] = {}
+        cfg.ConfigParser(path, sections).parse()
+        accepted = _accepted_names(conf, sections)
+        names = [f"[{group}] {name}" for group, options in sections.items()
+                 for name in options if (group, name) not in accepted]
+        if names:
+            unused[path] = names
+    return unused
+
+
+def warn_of_unused_options(conf: cfg.ConfigOpts) -> None:
+    """One warning naming every option of the configuration files that
+    placement does not read (a typo, a group of another service, an option
+    of the original service that placement has no use for): silently
+    ignored, they would leave an operator believing they apply."""
+    unused = unused_options(conf)
+    if unused:
+        LOG.warning("Options placement does not use, ignored: %s",
+                    "; ".join(f"{path}: {', '.join(names)}" for path, names in unused.items()))

@@ -27,6 +27,7 @@ def _served_by(application):
 def init_application():
     conf = placement_conf.build_conf()
     logging.setup(conf, "placement")
+    placement_conf.warn_of_unused_options(conf)
     application = _served_by(deploy.build_app(conf, load_provider_copy=True))
     deploy.settle_memory()
     return application

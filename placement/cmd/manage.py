@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     conf.register_cli_opt(cfg.SubCommandOpt("command", handler=_add_commands))
     conf(sys.argv[1:] if argv is None else argv, project="placement",
          default_config_files=placement_conf.default_config_files())
+    placement_conf.warn_of_unused_options(conf)
     return conf.command.func(conf)
 
 

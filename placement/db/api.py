@@ -15,6 +15,7 @@ import functools
 import logging as std_logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,13 +57,15 @@ WAL_SWITCH_PAUSE = 0.01
 DEFAULT_DRIVERS = {"mysql": "mysql+pymysql", "postgresql": "postgresql+psycopg"}
 
 
-def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr | None) -> dict:
-    """SQLAlchemy pool arguments from ``[placement_database]`` (its defaults
-    when no configuration is given)."""
-    if db_conf is None:
-        defaults = cfg.ConfigOpts()
-        defaults.register_opts(placement_conf.database_opts, group="placement_database")
-        db_conf = defaults.placement_database
+def _defaults() -> cfg.ConfigOpts.GroupAttr:
+    """``[placement_database]`` as it is when nothing is configured."""
+    defaults = cfg.ConfigOpts()
+    defaults.register_opts(placement_conf.database_opts, group="placement_database")
+    return defaults.placement_database
+
+
+def _pool_options(db_conf: cfg.ConfigOpts.GroupAttr) -> dict:
+    """SQLAlchemy pool arguments from ``[placement_database]``."""
     return {
         "pool_size": db_conf.max_pool_size,
         "max_overflow": db_conf.max_overflow,
@@ -95,7 +98,8 @@ def _sqlite_path(url: sa.engine.URL) -> str | None:
     return None if url.database in (None, "", ":memory:") else url.database
 
 
-def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
+def _sqlite_engine(url: sa.engine.URL, pool_options: dict, synchronous: bool
+                   ) -> sa.engine.Engine:
     in_memory = _sqlite_path(url) is None
     if in_memory:
         # One connection is the whole database.
@@ -121,6 +125,8 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
             _use_wal(cursor)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        if not synchronous:  # [placement_database] sqlite_synchronous
+            cursor.execute("PRAGMA synchronous=OFF")
         cursor.close()
 
     def _begin(connection: pool.PoolProxiedConnection) -> None:
@@ -135,7 +141,8 @@ def _sqlite_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     return engine
 
 
-def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
+def _mysql_engine(url: sa.engine.URL, pool_options: dict, sql_mode: str
+                  ) -> sa.engine.Engine:
     # utf8mb4: provider names and other user strings may hold any character.
     # READ COMMITTED, as on PostgreSQL: under InnoDB's default REPEATABLE READ
     # the "delete a consumer's allocations, insert the new ones" write takes
@@ -149,9 +156,10 @@ def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection, record):
         cursor = dbapi_connection.cursor()
-        # Reject out-of-range or truncated values instead of silently storing
-        # something else (as oslo.db does).
-        cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+        # By default TRADITIONAL: reject out-of-range or truncated values
+        # instead of silently storing something else (as oslo.db does).
+        if sql_mode:
+            cursor.execute("SET SESSION sql_mode = %s", (sql_mode,))
         # A node of a Galera cluster (see _CAUSAL_WAIT); the variable is
         # OFF on a server on its own, and unknown to MySQL.
         cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
@@ -163,18 +171,25 @@ def _mysql_engine(url: sa.engine.URL, pool_options: dict) -> sa.engine.Engine:
 
 def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
                   ) -> sa.engine.Engine:
-    """An engine for ``url`` with the pool options of ``[placement_database]``."""
+    """An engine for ``url`` with the options of ``[placement_database]``
+    (its defaults when none is given)."""
+    db_conf = db_conf if db_conf is not None else _defaults()
     parsed = sa.engine.make_url(url)
     backend = parsed.get_backend_name()
     if parsed.drivername in DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=DEFAULT_DRIVERS[parsed.drivername])
     pool_options = _pool_options(db_conf)
     if backend == "sqlite":
-        engine = _sqlite_engine(parsed, pool_options)
+        engine = _sqlite_engine(parsed, pool_options, db_conf.sqlite_synchronous)
     elif backend == "mysql":
-        engine = _mysql_engine(parsed, pool_options)
+        engine = _mysql_engine(parsed, pool_options, db_conf.mysql_sql_mode)
     else:
         engine = sa.create_engine(parsed, **pool_options)
+    _log_statements(db_conf.connection_debug)
+    if db_conf.connection_trace:
+        # Only when asked: any cursor listener makes SQLAlchemy dispatch
+        # events on every statement (see the error listeners below).
+        event.listen(engine, "before_cursor_execute", _traced, retval=True)
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
     # DBConnectionError...) so the object layer sees one vocabulary; this
     # also marks lost connections as disconnects, so that the pool drops
@@ -190,6 +205,50 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     # last: sees the oslo.db exception the error became
     event.listen(engine, "handle_error", _count_database_error)
     return engine
+
+
+def replica_engine(db_conf: cfg.ConfigOpts.GroupAttr) -> sa.engine.Engine | None:
+    """The engine of ``[placement_database] slave_connection``, the read
+    replica that ``Database.reader()`` reads from; None when unset."""
+    if not db_conf.slave_connection:
+        return None
+    return create_engine(db_conf.slave_connection, db_conf)
+
+
+def _log_statements(connection_debug: int) -> None:
+    """``[placement_database] connection_debug``: SQLAlchemy logs each
+    statement at INFO, and each row at DEBUG, when its logger allows it (as
+    oslo.db sets it: 50 and above INFO, 100 DEBUG)."""
+    if connection_debug >= 100:
+        std_logging.getLogger("sqlalchemy.engine").setLevel(std_logging.DEBUG)
+    elif connection_debug >= 50:
+        std_logging.getLogger("sqlalchemy.engine").setLevel(std_logging.INFO)
+
+
+# Where the placement package is, to tell placement's frames from the
+# libraries' and name them from the package ("placement/db/migration.py").
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE_DIR = os.path.join(_PACKAGE_PARENT, "placement") + os.sep
+# How many of placement's innermost frames a traced statement names.
+TRACE_FRAMES = 3
+
+
+def _traced(_connection, _cursor, statement: str, parameters, _context, _many
+            ) -> tuple[str, object]:
+    """A ``before_cursor_execute`` listener (``connection_trace``): the
+    statement with a comment naming placement's code that ran it, innermost
+    first, outside this module."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None and len(frames) < TRACE_FRAMES:
+        path = frame.f_code.co_filename
+        if path.startswith(_PACKAGE_DIR) and path != __file__:
+            frames.append(f"{os.path.relpath(path, _PACKAGE_PARENT)}:{frame.f_lineno} "
+                          f"{frame.f_code.co_name}")
+        frame = frame.f_back
+    # No "%" (the drivers' parameter markers) nor "*/" in the comment.
+    comment = "; ".join(frames).replace("%", "").replace("*/", "")
+    return f"{statement}\n/* {comment} */", parameters
 
 
 def _count_database_error(context: sa.engine.ExceptionContext) -> None:
@@ -279,10 +338,16 @@ def _wait_for_cluster_writes(connection: sa.engine.Connection) -> None:
 
 
 class Database:
-    """One engine and the transactions made from it."""
+    """One engine and the transactions made from it; with a ``replica``
+    engine (``[placement_database] slave_connection``), read-only
+    transactions come from that one."""
 
-    def __init__(self, engine: sa.engine.Engine, max_retries: int = 5):
+    def __init__(self, engine: sa.engine.Engine, max_retries: int = 5,
+                 replica: sa.engine.Engine | None = None):
         self.engine = engine
+        # What reader() reads from: the process's provider copy and its
+        # kept answers follow this engine (placement.candidates.snapshot).
+        self.reader_engine = replica if replica is not None else engine
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._sqlite_path = _sqlite_path(engine.url) if self.is_sqlite else None
@@ -291,8 +356,8 @@ class Database:
         self._pool_swap = threading.Lock()
         self._inherited_pools: list[pool.Pool] = []
 
-    def _connect(self) -> sa.engine.Connection:
-        """A connection of this process's own pool.
+    def _connect(self, engine: sa.engine.Engine) -> sa.engine.Connection:
+        """A connection of ``engine`` from this process's own pool.
 
         A process forked once the engine had connections (gunicorn
         --preload; uwsgi without lazy-apps, which runs no Python fork hooks)
@@ -306,17 +371,18 @@ class Database:
         if self._pid != os.getpid():
             with self._pool_swap:
                 if self._pid != os.getpid():
-                    self._inherited_pools.append(self.engine.pool)
-                    self.engine.dispose(close=False)
+                    for inherited in {self.engine, self.reader_engine}:
+                        self._inherited_pools.append(inherited.pool)
+                        inherited.dispose(close=False)
                     self._pid = os.getpid()
-        return self.engine.connect()
+        return engine.connect()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self._connect() as connection, connection.begin():
+        with self._connect(self.reader_engine) as connection, connection.begin():
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
                 # A statement rather than the isolation_level execution
                 # option, whose SET SESSION (MySQL) goes to the driver
@@ -332,7 +398,7 @@ class Database:
         # process queue instead of polling in SQLite's busy handler.
         with (sqlite_writers.turn(self._sqlite_path) if self.is_sqlite
               else contextlib.nullcontext()), \
-                self._connect() as connection:
+                self._connect(self.engine) as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
             committing = False
@@ -362,7 +428,8 @@ class Database:
         )(_counting_retries(function, self.max_retries))
 
     def dispose(self) -> None:
-        self.engine.dispose()
+        for engine in {self.engine, self.reader_engine}:
+            engine.dispose()
 
 
 def _retry_reason(error: Exception) -> str:
