@@ -3,6 +3,7 @@
 Build: ``sphinx-build -W --keep-going -b html doc/source doc/build/html``
 """
 
+import configparser
 import os
 import sys
 
@@ -14,24 +15,34 @@ sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
 project = "placement"
 copyright = "placement contributors"
 author = "placement contributors"
-release = version = "0.1.0"
+
+
+def _release() -> str:
+    """The version setup.cfg gives the package: the one source of it."""
+    metadata = configparser.ConfigParser()
+    metadata.read(os.path.join(HERE, "..", "..", "setup.cfg"))
+    return metadata["metadata"]["version"]
+
+
+release = version = _release()
 
 extensions = [
-    "openstackdocstheme",
     "oslo_config.sphinxext",
     "oslo_policy.sphinxext",
     "placement_apiref",
 ]
 
-# openstackdocstheme
-openstackdocs_repo_name = "placement"
-openstackdocs_use_storyboard = False
-openstackdocs_auto_name = False
-openstackdocs_bug_project = "placement"
-openstackdocs_bug_tag = "doc"
-html_theme = "openstackdocs"
+# Sphinx's own theme: no menus, bug or source links of another project.
+html_theme = "alabaster"
+html_theme_options = {
+    "description": f"OpenStack Placement API, a standalone implementation, {release}",
+    "show_powered_by": False,
+}
+html_title = f"placement {release}"
+html_show_sourcelink = False
+html_copy_source = False
 
 master_doc = "index"
 exclude_patterns = ["_build"]
-pygments_style = "native"
+pygments_style = "sphinx"
 html_static_path = []

@@ -6,7 +6,10 @@ the repository is cited anywhere users read."""
 
 from __future__ import annotations
 
+import configparser
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -25,6 +28,18 @@ def text_build(tmp_path_factory) -> str:
     out = str(tmp_path_factory.mktemp("doc-text"))
     result = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "text",
+         DOC_SOURCE, out],
+        cwd=ops.REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def html_build(tmp_path_factory) -> str:
+    """The documentation built as HTML, as ``.ci/run`` builds it."""
+    out = str(tmp_path_factory.mktemp("doc-html"))
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
          DOC_SOURCE, out],
         cwd=ops.REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -108,3 +123,25 @@ def test_no_path_outside_the_repository_is_cited():
                 if needle in line:
                     found.append(f"{os.path.relpath(path, ops.REPO_ROOT)}:{number}")
     assert not found, found
+
+
+def test_the_pages_chrome_is_our_own(html_build):
+    """The release of setup.cfg in every page's title, and no link of
+    another project's chrome (bug trackers, source repositories, menus)."""
+    setup_cfg = configparser.ConfigParser()
+    setup_cfg.read(os.path.join(ops.REPO_ROOT, "setup.cfg"))
+    release = setup_cfg["metadata"]["version"]
+    pages = glob.glob(os.path.join(html_build, "**", "*.html"), recursive=True)
+    assert len(pages) > 20
+    for page in pages:
+        with open(page, encoding="utf-8") as html:
+            text = html.read()
+        if "<title>" not in text:
+            continue
+        (title,) = re.findall(r"<title>(.*?)</title>", text, re.DOTALL)
+        assert title.endswith(f"placement {release}"), (page, title)
+        links = re.findall(r'href="(https?://[^"]*)"', text)
+        foreign = [link for link in links
+                   if re.search(r"openstack\.org|launchpad|opendev|storyboard", link)]
+        assert not foreign, (page, foreign)
+        assert "Report a bug" not in text, page
