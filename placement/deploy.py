@@ -59,12 +59,80 @@ def _load_provider_copy(db: db_api.Database) -> None:
     db.engine.dispose()  # no connection may cross the fork (database_from_conf)
 
 
-def _authentication(application: Callable, conf: cfg.ConfigOpts) -> Callable:
-    if conf.api.auth_strategy == "noauth2":
-        return middleware.NoAuth(application)
+# Placement's defaults of keystonemiddleware's http_connect_timeout and
+# http_request_max_retries, kept unless the configuration sets them: its
+# own wait without limit for an answer (no timeout, 3 retries), and an
+# identity service that accepts connections and never answers held every
+# request with a token for minutes. With these, such a request gets its 503
+# after one or two timeouts (measured: 6.0 s for the first, whose service
+# user's authentication times out too, 3.0 s for the next ones); a
+# validation that times out is tried once more (6.5 s).
+IDENTITY_TIMEOUT_SECONDS = 3
+IDENTITY_RETRIES = 1
+_AUTHTOKEN_GROUP = "keystone_authtoken"
+
+
+def _keystone_section(conf: cfg.ConfigOpts) -> str:
+    """Registers keystonemiddleware's options, with placement's defaults;
+    the section naming the auth plugin (``auth_section``, else
+    ``[keystone_authtoken]``)."""
     from keystonemiddleware import auth_token
 
-    authenticated = auth_token.AuthProtocol(application, {"oslo_config_config": conf})
+    for group, options in auth_token.list_opts():
+        conf.register_opts(options, group=group)
+    conf.set_default("http_connect_timeout", IDENTITY_TIMEOUT_SECONDS, group=_AUTHTOKEN_GROUP)
+    conf.set_default("http_request_max_retries", IDENTITY_RETRIES, group=_AUTHTOKEN_GROUP)
+    return conf[_AUTHTOKEN_GROUP].auth_section or _AUTHTOKEN_GROUP
+
+
+def authentication_problem(conf: cfg.ConfigOpts) -> str | None:
+    """Why the configuration cannot authenticate any request, or None.
+
+    ``[api] auth_strategy = keystone`` needs an auth plugin to validate
+    tokens with; without one keystonemiddleware still starts and then fails
+    every request."""
+    if conf.api.auth_strategy != "keystone":
+        return None
+    from keystoneauth1 import exceptions as ksa_exceptions
+    from keystoneauth1 import loading
+
+    section = _keystone_section(conf)
+    try:
+        plugin = loading.load_auth_from_conf_options(conf, section)
+    except ksa_exceptions.ClientException as error:
+        reason = f"its auth plugin cannot be loaded: {error}"
+    else:
+        if plugin is not None:
+            return None
+        reason = "it sets no auth_type"
+    return (f"[api] auth_strategy is keystone but the [{section}] section is not usable "
+            f"({reason}): no token can be validated. Configure [{section}] (auth_type, "
+            "auth_url and the service user's credentials), or, for local use only, set "
+            "[api] auth_strategy = noauth2.")
+
+
+def warn_of_noauth2(conf: cfg.ConfigOpts, listening_on: str) -> None:
+    """Said at every start of a service with noauth2 reachable by others."""
+    if conf.api.auth_strategy == "noauth2":
+        LOG.warning("[api] auth_strategy = noauth2 and the service listens on %s: ANYONE "
+                    "WHO CAN REACH IT IS TRUSTED AS WHOEVER ITS X-Auth-Token NAMES, an "
+                    "administrator included. Use noauth2 on loopback only; configure "
+                    "[api] auth_strategy = keystone otherwise.", listening_on)
+
+
+def _authentication(application: Callable, conf: cfg.ConfigOpts,
+                    problem: str | None) -> Callable:
+    if conf.api.auth_strategy == "noauth2":
+        return middleware.NoAuth(application)
+    if problem is not None:
+        authenticated: Callable = middleware.Refusing(problem)
+    else:
+        from keystoneauth1 import exceptions as ksa_exceptions
+        from keystonemiddleware import auth_token
+
+        authenticated = middleware.AuthenticationErrors(
+            lambda inner: auth_token.AuthProtocol(inner, {"oslo_config_config": conf}),
+            application, unavailable=(ksa_exceptions.ClientException,))
     # The version and OpenAPI documents are served without credentials.
     return middleware.ByPath(authenticated,
                              {path: application for path in middleware.ANONYMOUS_PATHS})
@@ -78,10 +146,17 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     process that serves (snapshot.follow).
 
     Built from the inside out; a request meets them in the reverse order:
-    request metrics (when enabled), request id, proxy headers, health check
-    and metrics endpoint, CORS (when configured), authentication, context,
-    fault wrapper, microversion, dispatcher.
+    request metrics (when enabled), request id, fault wrapper, proxy
+    headers, health check and metrics endpoint, CORS (when configured),
+    authentication, context, microversion, dispatcher.
+
+    A configuration that cannot authenticate requests
+    (authentication_problem) makes a service that answers 503 to every
+    request needing a token, and whose health check says why.
     """
+    problem = authentication_problem(conf)
+    if problem is not None:
+        LOG.error(problem)
     if conf.metrics.enabled:
         # before anything records (the database's first connections)
         metrics.enable(conf.metrics.multiprocess_dir)
@@ -93,17 +168,16 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
     dispatcher = router.Dispatcher()
     application: Callable = microversion.MicroversionMiddleware(dispatcher)
-    application = middleware.FaultWrapper(application)
     application = middleware.Context(
         application, require_user=conf.api.auth_strategy == "keystone", services=services)
-    application = _authentication(application, conf)
+    application = _authentication(application, conf, problem)
     if conf.cors.allowed_origin:
         application = cors.CORS(application, conf)
     # Load balancers probe without credentials: answered before auth. Only
     # its own path goes through the health check (an oslo.middleware layer
     # costs every request it sees). So are Prometheus scrapes.
-    answered_before_auth = {
-        healthcheck.PATH: healthcheck.Healthcheck(application, conf, db.engine.url)}
+    answered_before_auth = {healthcheck.PATH: healthcheck.Healthcheck(
+        application, conf, db.engine.url, unservable=problem)}
     if conf.metrics.enabled:
         answered_before_auth[middleware.METRICS_PATH] = middleware.MetricsEndpoint(
             metrics.exposition_application())
@@ -113,6 +187,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     # (not a mutable option: it is read once, here).
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         application = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
+    # Outside authentication too: keystonemiddleware lets exceptions through.
+    application = middleware.FaultWrapper(application)
     application = middleware.RequestId(application)
     if conf.metrics.enabled:
         application = middleware.RequestMetrics(application, dispatcher.route_of,

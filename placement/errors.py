@@ -102,6 +102,16 @@ def conflict(message: str, code: str | None = None) -> webob.exc.HTTPException:
     return http_error(webob.exc.HTTPConflict, message, code)
 
 
+def unauthorized(headers: list[tuple[str, str]] | None = None) -> webob.exc.HTTPException:
+    """401: the request names no one (no token, an empty or invalid one),
+    whichever layer found it. WebOb's own text for the status speaks of
+    bad passwords and browsers; this one names the header."""
+    error = http_error(webob.exc.HTTPUnauthorized,
+                       "Send a valid token in the X-Auth-Token header.", headers=headers or [])
+    error.explanation = "Authentication required."
+    return error
+
+
 def database_unavailable(message: str) -> webob.exc.HTTPException:
     """503 with Retry-After: the database cannot be reached for now."""
     return http_error(webob.exc.HTTPServiceUnavailable, message, DATABASE_UNAVAILABLE,

@@ -2,9 +2,10 @@
 with a backend that pings the database, answered before authentication.
 
 200 while the database answers, 503 when it does not (a server that cannot
-reach its database can serve nothing but the version document). Further
-oslo.middleware backends (e.g. ``disable_by_file``) can be named in
-``[healthcheck] backends``.
+reach its database can serve nothing but the version document), and 503
+always when the service is configured so that it cannot authenticate
+requests. Further oslo.middleware backends (e.g. ``disable_by_file``) can
+be named in ``[healthcheck] backends``.
 """
 
 from __future__ import annotations
@@ -75,17 +76,37 @@ class DatabasePing(pluginbase.HealthcheckBaseExtension):
         return pluginbase.HealthcheckResult(available=True, reason="OK")
 
 
+class Unservable(pluginbase.HealthcheckBaseExtension):
+    """Never healthy: the service is configured so that it cannot serve the
+    API (placement.deploy.authentication_problem)."""
+
+    NAME = "placement_configuration"
+
+    def __init__(self, oslo_conf: cfg.ConfigOpts, conf: dict, reason: str):
+        super().__init__(oslo_conf, conf)
+        self.reason = reason
+
+    def healthcheck(self, server_port: int) -> pluginbase.HealthcheckResult:
+        return pluginbase.HealthcheckResult(available=False, reason=self.reason)
+
+
 class Healthcheck(healthcheck.Healthcheck):
-    """Answers ``GET``/``HEAD /healthcheck``; passes every other request on."""
+    """Answers ``GET``/``HEAD /healthcheck``; passes every other request on.
+    ``unservable``: why the service cannot serve the API, reported as the
+    first reason of every probe."""
 
     def __init__(self, application: Callable, conf: cfg.ConfigOpts,
-                 database_url: str | sa.engine.URL):
+                 database_url: str | sa.engine.URL, unservable: str | None = None):
         super().__init__(application, conf)
-        ping = DatabasePing(conf, {}, ping_engine(database_url))
-        # Always on, so it is added here rather than named in the
+        # Always on, so they are added here rather than named in the
         # ``backends`` option (which loads plugins through entry points).
+        if unservable is not None:
+            self._add(Unservable(conf, {}, unservable))
+        self._add(DatabasePing(conf, {}, ping_engine(database_url)))
+
+    def _add(self, backend: pluginbase.HealthcheckBaseExtension) -> None:
         self._backends.extensions.append(
-            extension.Extension(DatabasePing.NAME, None, DatabasePing, ping))
+            extension.Extension(backend.NAME, None, type(backend), backend))
 
     def process_request(self, req):
         if req.path_info != PATH or req.method not in ("GET", "HEAD"):

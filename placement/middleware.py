@@ -1,7 +1,8 @@
 """The WSGI layers around the dispatcher, outermost first in ``deploy``:
 (in each serving process, the start of its provider copy's follower),
-(request metrics), request id and Accept default, (CORS), authentication,
-context, fault.
+(request metrics), request id and Accept default, fault, (CORS),
+authentication (noauth2, or keystonemiddleware inside its error
+translation, or a refusal when it cannot be done), context.
 They are plain WSGI callables working on the environ: each layer that
 builds WebOb requests and responses adds to the cost of every request."""
 
@@ -139,8 +140,81 @@ class _ClosedWith:
                 self.after()
 
 
-def _unauthorized(environ: dict, start_response: Callable):
-    return webob.exc.HTTPUnauthorized()(environ, start_response)
+IDENTITY_UNAVAILABLE = ("The identity service cannot be reached to validate the token; "
+                        "try again later.")
+# Set on the environ of a request an authentication layer let through:
+# its answer is the API's, not the authentication layer's.
+_AUTHENTICATED = "placement.authenticated"
+
+
+def _marked_authenticated(application: Callable, environ: dict, start_response: Callable):
+    environ[_AUTHENTICATED] = True
+    return application(environ, start_response)
+
+
+def _discard_write(data: bytes) -> None:
+    """The ``write`` callable of an answer that is replaced."""
+
+
+class AuthenticationErrors:
+    """Around an authentication layer that answers some requests itself
+    (keystonemiddleware's auth_token: 401 for a missing or invalid token,
+    503 when the identity service fails): those answers are replaced by the
+    API's JSON errors (keeping ``WWW-Authenticate``), and an exception of
+    ``unavailable`` escaping it (a timeout towards the identity service,
+    which auth_token lets through) is a JSON 503.
+
+    ``authenticate`` builds the authentication layer around the
+    application it is given."""
+
+    def __init__(self, authenticate: Callable[[Callable], Callable], application: Callable,
+                 unavailable: tuple[type[Exception], ...]):
+        self.authenticated = authenticate(
+            functools.partial(_marked_authenticated, application))
+        self.unavailable = unavailable
+
+    def __call__(self, environ: dict, start_response: Callable):
+        refused = []
+
+        def capture_refusal(status, headers, exc_info=None):
+            if environ.get(_AUTHENTICATED) or int(status[:3]) < 400:
+                return start_response(status, headers, exc_info)
+            refused.append((int(status[:3]), headers))
+            return _discard_write
+
+        try:
+            answer = self.authenticated(environ, capture_refusal)
+        except self.unavailable as error:
+            LOG.warning("The identity service failed while authenticating %s %s: %s",
+                        environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), error)
+            status, headers = 503, []
+        else:
+            if not refused:
+                return answer
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+            status, headers = refused[0]
+        kept = [(name, value) for name, value in headers if name.lower() == "www-authenticate"]
+        if status == 401:
+            error = errors.unauthorized(kept)
+        else:  # any other refusal keeps the generic text of its status
+            error = errors.http_error(webob.exc.status_map[status],
+                                      IDENTITY_UNAVAILABLE if status == 503 else "",
+                                      headers=kept)
+        return error(environ, start_response)
+
+
+class Refusing:
+    """Answers every request 503 with ``reason``: a service configured so
+    that it cannot authenticate requests serves none."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __call__(self, environ: dict, start_response: Callable):
+        return errors.http_error(webob.exc.HTTPServiceUnavailable, self.reason)(
+            environ, start_response)
 
 
 class NoAuth:
@@ -155,7 +229,7 @@ class NoAuth:
             return self.application(environ, start_response)
         token = environ.get("HTTP_X_AUTH_TOKEN")
         if not token:  # an empty token is no credential either
-            return _unauthorized(environ, start_response)
+            return errors.unauthorized()(environ, start_response)
         user_id, _, project_id = token.partition(":")
         project_id = project_id or user_id
         environ["HTTP_X_USER_ID"] = user_id
@@ -191,7 +265,7 @@ class Context:
         context = placement_context.RequestContext.from_environ(environ)
         if (self.require_user and context.user_id is None
                 and environ.get("PATH_INFO", "") not in ANONYMOUS_PATHS):
-            return _unauthorized(environ, start_response)
+            return errors.unauthorized()(environ, start_response)
         for name, service in self.services.items():
             setattr(context, name, service)
         environ["placement.context"] = context

@@ -28,6 +28,8 @@ def init_application():
     conf = placement_conf.build_conf()
     logging.setup(conf, "placement")
     placement_conf.warn_of_unused_options(conf)
+    # The addresses are the WSGI server's, unknown here: said even if loopback.
+    deploy.warn_of_noauth2(conf, "the addresses its WSGI server was given")
     application = _served_by(deploy.build_app(conf, load_provider_copy=True))
     deploy.settle_memory()
     return application

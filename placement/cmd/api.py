@@ -91,10 +91,11 @@ def _is_loopback(host: str) -> bool:
 
 def choose_auth_strategy(conf: cfg.ConfigOpts) -> None:
     """With no auth strategy configured, a server listening on loopback only
-    is a local one: run it without authentication and say so."""
-    if placement_conf.is_explicitly_set(conf, "api", "auth_strategy"):
-        return
-    if _is_loopback(conf.host):
+    is a local one: run it without authentication and say so. noauth2
+    beyond loopback is said loudly."""
+    if not _is_loopback(conf.host):
+        deploy.warn_of_noauth2(conf, conf.host)
+    elif not placement_conf.is_explicitly_set(conf, "api", "auth_strategy"):
         conf.set_override("auth_strategy", "noauth2", group="api")
         LOG.warning("No [api] auth_strategy is configured and the service listens on "
                     "%s only: running with noauth2, which trusts any X-Auth-Token. "
@@ -109,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
          default_config_files=placement_conf.default_config_files())
     logging.setup(conf, "placement")
     choose_auth_strategy(conf)
+    problem = deploy.authentication_problem(conf)
+    if problem is not None:
+        LOG.error("placement-api does not start: %s", problem)
+        return 1
     application = deploy.build_app(conf, load_provider_copy=True)
     deploy.settle_memory()
     server = wsgi.Server((conf.host, conf.port), serve_http_quirks(application),

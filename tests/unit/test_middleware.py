@@ -65,10 +65,16 @@ def test_proxy_headers_honoured_when_enabled(database):
     assert location == "https://placement.example.com/resource_classes/CUSTOM_PROXIED"
 
 
-def test_noauth2_without_token_is_a_webob_401(database):
-    response = webob.Request.blank("/resource_classes").get_response(build_app(database))
+@pytest.mark.parametrize("token", [None, ""])
+def test_noauth2_without_token_is_a_json_401_naming_the_header(database, token):
+    headers = {} if token is None else {"X-Auth-Token": token}
+    response = webob.Request.blank("/resource_classes", headers=headers).get_response(
+        build_app(database))
     assert response.status_int == 401
-    assert json.loads(response.body)["title"] == "Unauthorized"
+    error = json.loads(response.body)["errors"][0]
+    assert (error["status"], error["title"]) == (401, "Unauthorized")
+    assert "X-Auth-Token" in error["detail"]
+    assert error["request_id"] == response.headers["x-openstack-request-id"]
     assert "openstack-api-version" not in response.headers
     assert response.headers["x-openstack-request-id"].startswith("req-")
 

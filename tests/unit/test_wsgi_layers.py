@@ -141,3 +141,72 @@ def test_under_uwsgi_the_router_is_let_go_before_the_answer_is_closed():
     layer = middleware.HangUpBeforeClose(application, lambda: events.append("disconnected"))
     assert _served(layer, events) == b"ok"
     assert events == ["200 OK", "body sent", "disconnected", "answer closed"]
+
+
+def _json_error(response: webob.Response, status: int) -> dict:
+    assert response.status_int == status
+    assert response.content_type == "application/json"
+    error = response.json["errors"][0]
+    assert (error["status"], error["title"]) == (status, response.status.split(" ", 1)[1])
+    return error
+
+
+class _IdentityDown(Exception):
+    pass
+
+
+def refusing_authenticator(status: str, raising: bool = False):
+    """An authentication layer in the manner of keystonemiddleware's: a
+    plain-text refusal of its own (or an exception), else the application."""
+
+    def authenticate(application):
+        def layer(environ, start_response):
+            if raising:
+                raise _IdentityDown("timed out")
+            if environ.get("HTTP_X_AUTH_TOKEN") == "valid":
+                return application(environ, start_response)
+            start_response(status, [("Content-Type", "text/plain"),
+                                    ("WWW-Authenticate", 'Keystone uri="http://id"')])
+            return [b"refused"]
+
+        return layer
+
+    return authenticate
+
+
+def _through_authentication(authenticate, application, token: str | None = None):
+    headers = {"Accept": "application/json"}
+    if token is not None:
+        headers["X-Auth-Token"] = token
+    layer = middleware.AuthenticationErrors(authenticate, application,
+                                            unavailable=(_IdentityDown,))
+    return webob.Request.blank("/resource_providers", headers=headers).get_response(layer)
+
+
+def test_authentication_refusals_become_json_errors():
+    response = _through_authentication(refusing_authenticator("401 Unauthorized"),
+                                       recording_app({}))
+    assert "X-Auth-Token" in _json_error(response, 401)["detail"]
+    assert response.headers["WWW-Authenticate"] == 'Keystone uri="http://id"'
+    response = _through_authentication(refusing_authenticator("503 Service Unavailable"),
+                                       recording_app({}))
+    assert "identity service cannot be reached" in _json_error(response, 503)["detail"]
+    response = _through_authentication(refusing_authenticator("400 Bad Request"),
+                                       recording_app({}))
+    _json_error(response, 400)
+
+
+def test_an_identity_service_failure_is_a_json_503():
+    response = _through_authentication(refusing_authenticator("", raising=True),
+                                       recording_app({}), token="valid")
+    assert "identity service cannot be reached" in _json_error(response, 503)["detail"]
+
+
+def test_the_answers_of_an_authenticated_request_pass_untouched():
+    def not_found(environ, start_response):
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"the application's own"]
+
+    response = _through_authentication(refusing_authenticator("401 Unauthorized"),
+                                       not_found, token="valid")
+    assert (response.status_int, response.body) == (404, b"the application's own")
