@@ -147,8 +147,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
 
     Built from the inside out; a request meets them in the reverse order:
     request metrics (when enabled), request id, fault wrapper, proxy
-    headers, health check and metrics endpoint, CORS (when configured),
-    authentication, context, microversion, dispatcher.
+    headers, health check and metrics endpoint, body size limit, CORS (when
+    configured), authentication, context, microversion, dispatcher.
 
     A configuration that cannot authenticate requests
     (authentication_problem) makes a service that answers 503 to every
@@ -173,6 +173,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     application = _authentication(application, conf, problem)
     if conf.cors.allowed_origin:
         application = cors.CORS(application, conf)
+    application = middleware.BodyLimit(application,
+                                       conf.oslo_middleware.max_request_body_size)
     # Load balancers probe without credentials: answered before auth. Only
     # its own path goes through the health check (an oslo.middleware layer
     # costs every request it sees). So are Prometheus scrapes.

@@ -1,7 +1,7 @@
 """The WSGI layers around the dispatcher, outermost first in ``deploy``:
 (in each serving process, the start of its provider copy's follower),
-(request metrics), request id and Accept default, fault, (CORS),
-authentication (noauth2, or keystonemiddleware inside its error
+(request metrics), request id and Accept default, fault, body size limit,
+(CORS), authentication (noauth2, or keystonemiddleware inside its error
 translation, or a refusal when it cannot be done), context.
 They are plain WSGI callables working on the environ: each layer that
 builds WebOb requests and responses adds to the cost of every request."""
@@ -9,6 +9,7 @@ builds WebOb requests and responses adds to the cost of every request."""
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 import socket
@@ -215,6 +216,39 @@ class Refusing:
     def __call__(self, environ: dict, start_response: Callable):
         return errors.http_error(webob.exc.HTTPServiceUnavailable, self.reason)(
             environ, start_response)
+
+
+class BodyLimit:
+    """413 for a request body larger than ``max_bytes``, before anything
+    reads it: by its Content-Length, or, for a chunked body (no
+    Content-Length), by reading at most ``max_bytes`` + 1 bytes of it, kept
+    for the application to read."""
+
+    def __init__(self, application: Callable, max_bytes: int):
+        self.application = application
+        self.max_bytes = max_bytes
+
+    def __call__(self, environ: dict, start_response: Callable):
+        length = environ.get("CONTENT_LENGTH", "")
+        if length.isdigit():  # anything else is the router's 400
+            too_large = int(length) > self.max_bytes
+        elif not length and environ.get("wsgi.input_terminated"):
+            body = environ["wsgi.input"].read(self.max_bytes + 1)
+            too_large = len(body) > self.max_bytes
+            # What was read stands for the whole body from now on: past the
+            # limit the rest stays unread (placement-api reads what the
+            # application left of a chunked body from this copy, and
+            # cheroot closes the connection after a 413).
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+        else:
+            too_large = False
+        if too_large:
+            return errors.http_error(
+                webob.exc.HTTPRequestEntityTooLarge,
+                f"The request body is larger than the {self.max_bytes} bytes accepted.",
+            )(environ, start_response)
+        return self.application(environ, start_response)
 
 
 class NoAuth:

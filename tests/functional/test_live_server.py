@@ -293,3 +293,31 @@ def test_unread_chunked_body_does_not_break_keep_alive(port):
     assert answer.count(b"HTTP/1.1 200 OK") == 1
     assert b'"max_version":"1.39"' in answer
 
+
+TOO_LARGE = b"HTTP/1.1 413 Request Entity Too Large\r\n"
+
+
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(port):
+    """200 MB announced, none sent: the 413 comes at once and the server
+    closes the connection (the rest of it cannot be told from a request)."""
+    started = time.monotonic()
+    answer = _raw(port, (
+        b"POST /resource_providers HTTP/1.1\r\nHost: h\r\nX-Auth-Token: admin\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 200000000\r\n\r\n"))
+    assert time.monotonic() - started < 2
+    assert answer.startswith(TOO_LARGE)
+    error = json.loads(answer.partition(b"\r\n\r\n")[2])["errors"][0]
+    assert error["detail"].endswith("The request body is larger than the 1048576 bytes "
+                                    "accepted.  ")
+
+
+def test_a_chunked_body_too_large_is_refused_once_past_the_limit(port):
+    # One byte past the limit, and no more: the server reads it all (a
+    # socket closed with bytes unread would answer the client with a reset).
+    chunk = b"x" * 65536
+    chunks = b"%x\r\n%s\r\n" % (len(chunk), chunk) * 16 + b"1\r\nx\r\n"
+    answer = _raw(port, (
+        b"POST /resource_providers HTTP/1.1\r\nHost: h\r\nX-Auth-Token: admin\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks))
+    assert answer.startswith(TOO_LARGE)
+    assert answer.count(b"HTTP/1.1") == 1

@@ -3,8 +3,10 @@ application that records what it received."""
 
 from __future__ import annotations
 
+import io
 import socket
 
+import pytest
 import webob
 
 from placement import middleware
@@ -149,6 +151,55 @@ def _json_error(response: webob.Response, status: int) -> dict:
     error = response.json["errors"][0]
     assert (error["status"], error["title"]) == (status, response.status.split(" ", 1)[1])
     return error
+
+
+class _Unreadable:
+    """A request body that must not be read."""
+
+    def read(self, *args):
+        raise AssertionError("the body was read")
+
+
+def body_app(seen: dict):
+    def application(environ, start_response):
+        seen["body"] = webob.Request(environ).body
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    return application
+
+
+def test_a_body_declared_too_large_is_a_413_unread():
+    seen: dict = {}
+    request = webob.Request.blank("/", method="POST", headers={"Accept": "application/json"})
+    request.environ.update({"CONTENT_LENGTH": "11", "wsgi.input": _Unreadable()})
+    response = request.get_response(middleware.BodyLimit(body_app(seen), 10))
+    assert "The request body is larger than the 10 bytes accepted." in (
+        _json_error(response, 413)["detail"])
+    assert not seen
+
+
+def test_a_chunked_body_is_read_only_up_to_the_limit():
+    seen: dict = {}
+    layer = middleware.BodyLimit(body_app(seen), 10)
+    for body, status in ((b"x" * 10, 200), (b"x" * 10**6, 413)):
+        request = webob.Request.blank("/", method="POST", headers={"Accept": "application/json"})
+        data = io.BytesIO(body)
+        # as cheroot hands a chunked body over: no length, input terminated
+        request.environ.update({"wsgi.input": data, "wsgi.input_terminated": True})
+        request.environ.pop("CONTENT_LENGTH", None)
+        assert request.get_response(layer).status_int == status
+        assert data.tell() <= 11
+    assert seen["body"] == b"x" * 10
+
+
+@pytest.mark.parametrize("length", ["10", "", "ten"])
+def test_other_bodies_pass_untouched(length):
+    seen: dict = {}
+    request = webob.Request.blank("/", method="POST", body=b"x" * 10)
+    request.environ["CONTENT_LENGTH"] = length
+    assert request.get_response(middleware.BodyLimit(recording_app(seen), 10)).status_int == 200
+    assert seen["CONTENT_LENGTH"] == length
 
 
 class _IdentityDown(Exception):
