@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import logging as std_logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from cheroot import server as cheroot_server
@@ -17,19 +20,27 @@ from placement import deploy
 
 LOG = logging.getLogger(__name__)
 
+# Long enough for ordinary requests to finish, well within a supervisor's
+# stop timeout (systemd's default is 90 s, Kubernetes' grace period 30 s).
+SHUTDOWN_TIMEOUT_SECONDS = 5.0
+
 cli_opts = [
     cfg.StrOpt("host", default="127.0.0.1", help="Address to listen on."),
     cfg.PortOpt("port", default=8778, help="Port to listen on."),
     cfg.IntOpt("threads", default=16, min=1, help="Threads serving requests."),
+    cfg.FloatOpt("shutdown_timeout", default=SHUTDOWN_TIMEOUT_SECONDS, min=0,
+                 help="Seconds the requests being served when SIGTERM (or SIGINT) "
+                 "arrives are given to finish; the process then exits without them."),
 ]
 
 
 # Seconds stop() waits for the worker threads before shutting down the
 # reading side of their connections: a request being processed still
-# completes and answers (its thread is then waited for without limit), but a
-# client that sent half a request (or a body it never finishes) no longer
-# holds the exit back for cheroot's default 5 s. Idle kept-alive
-# connections hold no thread and never delay the exit.
+# completes and answers (its thread is then waited for until the shutdown
+# timeout, see stop_within), but a client that sent half a request (or a
+# body it never finishes) no longer holds the exit back for cheroot's
+# default 5 s. Idle kept-alive connections hold no thread and never delay
+# the exit.
 SHUTDOWN_GRACE_SECONDS = 0.5
 
 # cheroot answers a non-integer Content-Length itself, in plain text; the API
@@ -127,12 +138,30 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:
-        server.stop()
+        stop_within(server, conf.shutdown_timeout)
     return 0
 
 
 def _terminate(*_) -> None:
     raise SystemExit(0)
+
+
+def stop_within(server: cheroot_server.HTTPServer, timeout: float) -> None:
+    """Stops ``server``, giving the requests it is serving ``timeout``
+    seconds to finish; past that, the process exits at once without them
+    (cheroot would wait for them without limit: a request hung on the
+    identity service, or a runaway search, held the exit for ever). A
+    second SIGTERM or SIGINT meanwhile ends the process straight away."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    stopping = threading.Thread(target=server.stop, name="stop", daemon=True)
+    stopping.start()
+    stopping.join(timeout)
+    if stopping.is_alive():
+        LOG.warning("Requests still being served %s s after the server was told to stop: "
+                    "exiting without them.", timeout)
+        std_logging.shutdown()  # os._exit flushes nothing
+        os._exit(0)
 
 
 if __name__ == "__main__":
