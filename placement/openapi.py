@@ -548,7 +548,8 @@ def _components() -> dict:
                 "content": {"application/json": {"schema": _error_schema()}},
             },
             "Unauthorized": {
-                "description": "No or invalid token (authentication layer's own body).",
+                "description": "No or invalid token (answered before the microversion "
+                               "is read: no ``code``).",
                 "content": {"application/json": {"schema": responses.UNAUTHORIZED}},
             },
         },

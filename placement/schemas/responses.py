@@ -367,7 +367,6 @@ MICROVERSION_ERROR = {
     "additionalProperties": False,
 }
 
-# 401 from the authentication layer: not the application's error format
-# (noauth2 answers WebOb's ``{"code", "message", "title"}``, keystone mode
-# keystonemiddleware's own body).
-UNAUTHORIZED = {"type": "object"}
+# 401 from the authentication layer, answered before the microversion is
+# read: the error format without ``code``.
+UNAUTHORIZED = _error(code=False)

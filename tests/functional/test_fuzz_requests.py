@@ -464,6 +464,52 @@ def test_queries_never_fail_on_the_server(worlds, backend, path, valid_queries, 
     _check(response, headers, ("GET", path, query))
 
 
+# Any request at all: known and unknown paths and methods, any token or
+# none, bodies small, absent or past the size limit (declared or not).
+any_paths = st.sampled_from([
+    "/", "/nowhere", "/resource_providers", f"/resource_providers/{ROOT}",
+    f"/resource_providers/{ROOT}/inventories/VCPU", "/allocations", f"/allocations/{CONSUMER}",
+    "/traits/CUSTOM_X", "/usages", "/reshaper", "/allocation_candidates", "/openapi.json",
+    "/healthcheck/more", "//", "/resource_providers/%ff", "/resource_classes/" + "x" * 300,
+]) | st.text(max_size=20).map(lambda text: "/" + urllib.parse.quote(text))
+any_methods = st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
+                               "COW"])
+any_tokens = st.sampled_from([None, "", "admin", "mere-user", "admin:project", "\xff"])
+LIMIT = 1024 * 1024
+any_bodies = st.sampled_from([None, None, b"{}", b"{}", b" " * (LIMIT + 1)]) | st.binary(
+    max_size=40)
+
+
+# Cheap requests (a world is rebuilt only after the few accepted ones).
+@settings(SETTINGS, max_examples=4 * EXAMPLES_PER_ROUTE)
+@given(data=st.data())
+def test_every_error_of_any_request_is_a_json_error(worlds, backend, data):
+    """The second oracle on requests of every layer's making: 401 (no or
+    empty token), 403, 404 and 405 of routing, 406, 413 (the body size
+    limit, by Content-Length or by reading), 415."""
+    world = worlds.of(backend)
+    method, path, body = data.draw(any_methods), data.draw(any_paths), data.draw(any_bodies)
+    headers = _headers(data, data.draw(st.sampled_from(["1.0", "1.22", "1.23", LATEST])),
+                       body is not None)
+    token = data.draw(any_tokens)
+    if token is not None:
+        headers["X-Auth-Token"] = token
+    request = webob.Request.blank(path, method=method, headers=headers)
+    if body is not None:
+        request.body = body
+    if data.draw(st.integers(0, 9)) == 0:
+        request.environ["CONTENT_LENGTH"] = str(LIMIT + data.draw(st.integers(1, 10**9)))
+
+    response = request.get_response(world.application)
+
+    world.count(response)
+    _check(response, headers, (method, path))
+    if response.status_int >= 400:
+        assert world.snapshot() == world.state, (method, path, headers, response.text)
+    else:
+        world.fresh()
+
+
 def test_reshaper_refuses_records_under_keys_that_are_no_class(worlds, backend):
     """Found by the fuzzing: such keys escape the schema (patternProperties
     only) and once made a 500."""
