@@ -85,6 +85,12 @@ class PrivateMariaDB(PrivateServer):
     backend = "mysql"
     admin_database = ""
 
+    def __init__(self, *server_options: str) -> None:
+        # mariadbd options after the defaults below (the last one of a name
+        # wins), e.g. "--log-bin"
+        self.server_options = server_options
+        super().__init__()
+
     def url(self, database: str) -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
 
@@ -108,7 +114,7 @@ class PrivateMariaDB(PrivateServer):
              "--bind-address=127.0.0.1", f"--socket={self.workdir}/mysqld.sock",
              f"--pid-file={self.workdir}/mysqld.pid", "--skip-log-bin",
              "--innodb-buffer-pool-size=32M", f"--log-error={self.workdir}/error.log",
-             *self._user_option()],
+             *self._user_option(), *self.server_options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_until_up()
 
