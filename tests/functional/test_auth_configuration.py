@@ -22,6 +22,7 @@ from tests.fixtures import ops
 pytestmark = pytest.mark.backend("sqlite")
 
 NOAUTH2_BEYOND_LOOPBACK = "ANYONE WHO CAN REACH IT IS TRUSTED"
+MISSING = "the [keystone_authtoken] section is not usable (it sets no auth_type)"
 
 
 def _clean_env(tmp_path) -> dict:
@@ -128,3 +129,27 @@ def test_identity_timeouts_have_placement_defaults_unless_configured(tmp_path):
     assert configured.keystone_authtoken.http_connect_timeout == 20
     assert defaulted.keystone_authtoken.http_connect_timeout == deploy.IDENTITY_TIMEOUT_SECONDS
     assert configured.keystone_authtoken.http_request_max_retries == deploy.IDENTITY_RETRIES
+
+
+@pytest.mark.skipif(not ops.UWSGI, reason="uwsgi is part of the test extra")
+def test_under_uwsgi_without_keystone_every_request_needing_a_token_is_a_503(tmp_path):
+    """The recipe as deployed, but no [keystone_authtoken]: uwsgi starts,
+    and the service says what is missing instead of failing each request."""
+    port = ops.free_port()
+    command = [ops.UWSGI, "--ini", ops.UWSGI_RECIPE, "--http", f"127.0.0.1:{port}",
+               "--processes", "1", "--threads", "1",
+               "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT]
+    env = {**_clean_env(tmp_path), "OS_PLACEMENT_DATABASE__CONNECTION":
+           f"sqlite:///{tmp_path}/placement.sqlite",
+           "OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP": "True"}
+    with ops.Server(command, port, env=env, cwd=ops.REPO_ROOT) as server:
+        server.wait_for_output("WSGI app 0 (mountpoint='') ready")
+        status, headers, body = ops.request(server.url + "/resource_providers",
+                                            headers={"X-Auth-Token": "admin"})
+        health, _, reasons = ops.request(server.url + "/healthcheck")
+    assert status == 503
+    assert headers["content-type"] == "application/json"
+    assert MISSING in json.loads(body)["errors"][0]["detail"]
+    assert health == 503
+    assert MISSING in json.loads(reasons)["reasons"][0]
+    assert server.output().count(MISSING) == 1  # logged once, at start
