@@ -145,3 +145,20 @@ def test_the_pages_chrome_is_our_own(html_build):
                    if re.search(r"openstack\.org|launchpad|opendev|storyboard", link)]
         assert not foreign, (page, foreign)
         assert "Report a bug" not in text, page
+
+
+def test_readme_speed_figures_are_those_of_the_performance_page():
+    """README.rst cannot include a table: its "How fast" figures must be
+    those performance.rst keeps (this project's and the original's rate of
+    each cell)."""
+    with open(os.path.join(ops.REPO_ROOT, "README.rst"), encoding="utf-8") as readme:
+        text = readme.read()
+    section = text[text.index("How fast\n"):text.index("How big a box\n")]
+    rows = re.findall(r"^\d[\d ]* computes, [a-z, ]+?\s+([\d.]+)\s+([\d.]+)\s+\d+x$",
+                      section, re.MULTILINE)
+    assert len(rows) == 6, section
+    with open(os.path.join(DOC_SOURCE, "performance.rst"), encoding="utf-8") as page:
+        performance = page.read()
+    for ours, original in rows:
+        assert re.search(rf"\s{re.escape(ours)} · .*\s{re.escape(original)} · ", performance), (
+            ours, original)
