@@ -169,6 +169,16 @@ def test_the_systemd_unit_serves_and_tells_systemd(venv, synced, workdir):
     assert "Traceback" not in server.output(), server.output()
 
 
+@pytest.mark.parametrize("name, file", [("uwsgi", "uwsgi.ini"),
+                                        ("systemd", "placement-api.service"),
+                                        ("config", "placement.conf.sample"),
+                                        ("policy", "policy.yaml.sample")])
+def test_placement_manage_prints_the_installed_samples(venv, workdir, name, file):
+    printed = _installed_sample(venv, name, os.path.join(workdir, file))
+    with open(os.path.join(ops.REPO_ROOT, "placement", "samples", file)) as own:
+        assert printed == own.read()
+
+
 def test_the_wheel_holds_the_deployment_samples():
     """The files ``placement-manage sample`` prints, as they are in the
     checkout."""
