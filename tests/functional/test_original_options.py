@@ -16,9 +16,11 @@ import pytest
 import sqlalchemy as sa
 
 from placement import conf as placement_conf
+from placement import deploy
 from placement.db import api as db_api
 from placement.db import migration, tables
 from tests import db as test_db
+from tests.fixtures import base, provider_api
 
 # What an operator who edited the original's sample may have set, with the
 # original's defaults or typical values.
@@ -206,26 +208,48 @@ def _custom_traits(db: db_api.Database) -> set[str]:
             sa.select(tables.traits.c.name)) if name.startswith("CUSTOM_")}
 
 
-def test_slave_connection_serves_the_readers(tmp_path):
-    """Writers write to ``connection``; readers read the replica, which
-    has what the primary had when it was copied (replication by copy)."""
+@pytest.fixture
+def primary_and_replica(tmp_path):
+    """A fresh SQLite database and ``replicate()``, which copies it to
+    the replica file (replication by copy); the ``Database`` on both."""
     fresh = test_db.FreshDatabase("sqlite")
-    try:
-        replica_path = tmp_path / "replica.sqlite"
-        shutil.copyfile(fresh.path, replica_path)
-        db_conf = _db_conf(connection=fresh.url, slave_connection=f"sqlite:///{replica_path}")
-        db = db_api.Database(db_api.create_engine(fresh.url, db_conf),
-                             replica=db_api.replica_engine(db_conf))
-        assert db.reader_engine is not db.engine
-        name = f"CUSTOM_{uuid.uuid4().hex.upper()}"
-        db_api.write(db, _add_trait, name)
-        assert name not in _custom_traits(db)  # not replicated yet
-        db.dispose()
+    replica_path = tmp_path / "replica.sqlite"
+    db_conf = _db_conf(connection=fresh.url, slave_connection=f"sqlite:///{replica_path}")
+    db = db_api.Database(db_api.create_engine(fresh.url, db_conf),
+                         replica=db_api.replica_engine(db_conf))
+
+    def replicate() -> None:
+        db.dispose()  # SQLite writes its log back into the file on close
         for suffix in ("-wal", "-shm"):
-            replica = replica_path.with_name(replica_path.name + suffix)
-            replica.unlink(missing_ok=True)
+            replica_path.with_name(replica_path.name + suffix).unlink(missing_ok=True)
         shutil.copyfile(fresh.path, replica_path)
-        assert name in _custom_traits(db)
-        db.dispose()
-    finally:
-        fresh.close()
+
+    replicate()
+    yield fresh, db, replicate
+    db.dispose()
+    fresh.close()
+
+
+def test_slave_connection_serves_the_readers(primary_and_replica):
+    """Writers write to ``connection``; readers read the replica, which
+    has what the primary had when it was last copied."""
+    _, db, replicate = primary_and_replica
+    assert db.reader_engine is not db.engine
+    name = f"CUSTOM_{uuid.uuid4().hex.upper()}"
+    db_api.write(db, _add_trait, name)
+    assert name not in _custom_traits(db)  # not replicated yet
+    replicate()
+    assert name in _custom_traits(db)
+
+
+def test_get_requests_read_the_replica(primary_and_replica):
+    fresh, db, replicate = primary_and_replica
+    send = provider_api.in_process(deploy.build_app(base.make_conf(fresh), db=db))
+    provider = str(uuid.uuid4())
+    status, _ = send("POST", "/resource_providers", {"name": "replicated", "uuid": provider},
+                     "placement 1.20")
+    assert status == 200
+    assert send("GET", f"/resource_providers/{provider}", None, "placement 1.20")[0] == 404
+    replicate()
+    status, body = send("GET", f"/resource_providers/{provider}", None, "placement 1.20")
+    assert (status, body["name"]) == (200, "replicated")
