@@ -11,6 +11,7 @@ import os
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_log import versionutils
 from oslo_middleware import cors, http_proxy_to_wsgi, sizelimit
 from oslo_middleware import opts as middleware_opts
 from oslo_policy import opts as policy_opts
@@ -87,6 +88,14 @@ database_opts = [
         "they read, go to ``connection``. A replica lags behind its primary: "
         "a read right after a write may not see it yet. Unset: everything "
         "goes to ``connection``.",
+    ),
+    cfg.StrOpt(
+        "connection_parameters",
+        default="",
+        help="Parameters added to the query string of the connection URLs "
+        "(``connection`` and ``slave_connection``), as "
+        "``param1=value1&param2=value2``: the database driver's options, e.g. "
+        "``connect_timeout=5``.",
     ),
     cfg.StrOpt(
         "mysql_sql_mode",
@@ -260,6 +269,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     policy_opts.set_defaults(conf, enforce_new_defaults=False)
     conf.register_opts(_oslo_policy_opts_missing(), group="oslo_policy")
     logging.register_options(conf)
+    # oslo.log lists this one with its options (the sample shows it) but
+    # registers it only where deprecations are reported through it: a file
+    # that sets it, as the original's sample does, is not warned about.
+    conf.register_opts(versionutils.deprecated_opts)
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -340,7 +353,7 @@ def _accepted_names(conf: cfg.ConfigOpts, sections: dict[str, dict]) -> set[tupl
     registered += [(group, opt) for group, options in auth_token.list_opts()
                    for opt in options]
     authtoken = sections.get("keystone_authtoken", {})
-    for auth_type in authtoken.get("auth_type", []):
+    for auth_type in filter(None, authtoken.get("auth_type", [])):
         try:
             plugin_options = ks_loading.get_auth_plugin_conf_options(auth_type)
         except Exception:  # an unknown plugin: keystonemiddleware says so at start-up

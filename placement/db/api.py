@@ -178,6 +178,8 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     backend = parsed.get_backend_name()
     if parsed.drivername in DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=DEFAULT_DRIVERS[parsed.drivername])
+    if db_conf.connection_parameters:
+        parsed = parsed.update_query_string(db_conf.connection_parameters, append=True)
     pool_options = _pool_options(db_conf)
     if backend == "sqlite":
         engine = _sqlite_engine(parsed, pool_options, db_conf.sqlite_synchronous)

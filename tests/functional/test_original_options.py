@@ -9,7 +9,10 @@ in one warning."""
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
+import subprocess
 import uuid
 
 import pytest
@@ -20,7 +23,7 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import migration, tables
 from tests import db as test_db
-from tests.fixtures import base, provider_api
+from tests.fixtures import base, original, provider_api
 
 # What an operator who edited the original's sample may have set, with the
 # original's defaults or typical values.
@@ -101,6 +104,54 @@ conection = mysql+pymysql://placement@db/placement
     assert record.levelname == "WARNING"
     assert (f"{path}: [placement_database] conection, [profiler] enabled"
             in record.getMessage())
+
+
+# The namespaces of the original's options: its own and those of the
+# libraries it configures.
+ORIGINAL_NAMESPACES = ("placement.conf", "keystonemiddleware.auth_token", "oslo.log",
+                       "oslo.middleware.cors", "oslo.middleware.http_proxy_to_wsgi",
+                       "oslo.policy")
+
+
+def _every_option_set(sample: str) -> str:
+    """A configuration file setting every option of a generated sample to
+    the default it shows (empty where it shows none, e.g. ``<None>``)."""
+    lines = []
+    for line in sample.splitlines():
+        if line.startswith("["):
+            lines.append(line)
+        option = re.match(r"^#([a-z0-9_]+) =(?: (.*))?$", line)
+        if option:
+            value = option.group(2) or ""
+            lines.append(f"{option.group(1)} = {'' if value.startswith('<') else value}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.external("original-service")
+def test_every_option_of_the_originals_sample_is_used(tmp_path):
+    """The original 16.0.0's own oslo-config-generator (run in its virtual
+    environment, a black box) lists its options; a file setting all of
+    them starts placement without any named as unused."""
+    venv = original.installed("16.0.0")
+    sample = tmp_path / "original.conf.sample"
+    generated = subprocess.run(
+        [os.path.join(venv, "bin", "oslo-config-generator"), "--output-file", str(sample),
+         *(argument for namespace in ORIGINAL_NAMESPACES
+           for argument in ("--namespace", namespace))],
+        cwd=tmp_path, env=original._tool_environment(), capture_output=True, text=True,
+        timeout=120)
+    assert generated.returncode == 0, generated.stderr
+    text = _every_option_set(sample.read_text())
+    assert "slave_connection = " in text and "pybasedir = " in text
+    conf, _ = _conf(tmp_path, text)
+    assert placement_conf.unused_options(conf) == {}
+
+
+def test_connection_parameters_join_the_url():
+    engine = db_api.create_engine("mysql://placement@db.example.com/placement",
+                                  _db_conf(connection_parameters="connect_timeout=5&ssl=x"))
+    assert engine.url.query == {"charset": "utf8mb4", "connect_timeout": "5", "ssl": "x"}
+    engine.dispose()
 
 
 def test_deprecated_names_and_identity_plugin_options_are_used(tmp_path):
