@@ -12,7 +12,9 @@ import concurrent.futures
 import http.client
 import json
 import os
+import signal
 import sys
+import time
 import uuid
 
 import pytest
@@ -20,7 +22,7 @@ import pytest
 from placement.db import api as db_api
 from placement.db import migration
 from tests import db as test_db
-from tests.fixtures import ops
+from tests.fixtures import ops, silent_identity
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +92,36 @@ def test_each_request_is_logged_once_with_the_recipes_backlog(uwsgi):
     # uwsgi's request lines, of this request or the earlier tests' ones
     assert "=> generated" not in output, output
     assert "listen backlog is limited to 1024 connections" in output, output
+
+
+def test_sigterm_lets_the_requests_in_flight_finish(tmp_path):
+    """The recipe's SIGTERM: a request hung on the identity service gets its
+    answer (the 503 of the identity timeout) before uwsgi exits."""
+    with silent_identity.silent_identity_service() as identity:
+        (tmp_path / "placement.conf").write_text(f"""
+[api]
+auth_strategy = keystone
+[placement_database]
+connection = sqlite:///{tmp_path}/placement.sqlite
+sync_on_startup = True
+{silent_identity.keystone_authtoken(identity, http_connect_timeout=2,
+                                    http_request_max_retries=0)}""")
+        port = ops.free_port()
+        command = [ops.UWSGI, "--ini", ops.UWSGI_RECIPE, "--http", f"127.0.0.1:{port}",
+                   "--processes", "1", "--threads", "2",
+                   "--virtualenv", sys.prefix, "--pythonpath", ops.REPO_ROOT]
+        with ops.Server(command, port, env={"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)},
+                        cwd=str(tmp_path)) as server:
+            server.wait_for_output("WSGI app 0 (mountpoint='') ready")
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                answer = pool.submit(ops.request, server.url + "/resource_providers",
+                                     headers={"X-Auth-Token": "a-token"})
+                time.sleep(1)  # the request waits on the identity service
+                server.process.send_signal(signal.SIGTERM)
+                status, _, _ = answer.result(timeout=30)
+            assert server.process.wait(timeout=30) == 0
+    assert status == 503, server.output()
+    assert "graceful shutdown triggered" in server.output()
 
 
 def _get_on(connection: http.client.HTTPConnection, path: str) -> None:
