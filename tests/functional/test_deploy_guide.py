@@ -44,7 +44,8 @@ def guide_blocks() -> dict[str, str]:
     """name -> the commands of each ``.. code-block:: shell`` of the guide
     that has a ``:name:``, in the guide's order."""
     blocks: dict[str, str] = {}
-    lines = open(GUIDE, encoding="utf-8").read().splitlines()
+    with open(GUIDE, encoding="utf-8") as guide:
+        lines = guide.read().splitlines()
     index = 0
     while index < len(lines):
         if lines[index].strip() != ".. code-block:: shell":
@@ -169,8 +170,8 @@ def test_the_guide_from_the_wheel_to_a_claim(mariadb, keystone, tmp_path):
     assert synced.count("Result: Success") == 3, synced
     host.run("deploy-systemd")
 
-    unit_path = root + "/etc/systemd/system/placement-api.service"
-    unit = open(unit_path, encoding="utf-8").read()
+    with open(root + "/etc/systemd/system/placement-api.service", encoding="utf-8") as unit_file:
+        unit = unit_file.read()
     command, unit_env = deployment.service_command(unit, moves)
     notify_path = os.path.join(root, "notify")
     with deployment.notify_socket(notify_path) as listener, \
