@@ -122,13 +122,16 @@ def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(
             f"Invalid resource class in resources parameter: {error}") from None
+    snapshot = current_snapshot(connection)
+    # A trait some provider of the copy has exists (a trait in use cannot
+    # be deleted, and the copy is as new as this transaction or newer):
+    # only the others are looked up.
     trait_names = [name for traits in [*(group.traits for group in groups), options.root_traits]
-                   for name in sorted(traits.names())]
+                   for name in sorted(traits.names()) if name not in snapshot.trait_members]
     try:
         trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
-    snapshot = current_snapshot(connection)
     world = SnapshotWorld(connection, snapshot, groups, options, class_ids)
     return Prepared(snapshot, world, class_ids)
 
@@ -296,10 +299,16 @@ class _SearchRecord(Key["tuple[tuple[int, ...], Provider, bool]"]):
     __slots__ = ()
 
 
-class _Members(Key["tuple[int, tuple[int, ...]]"]):
+class _Members(Key["tuple[int, TreeMembers]"]):
     """The members of a root (``_members_of``), with the ``places`` of the
     snapshot they were found in."""
     # class_ids: frozenset[int] | None (None: whole trees are searched)
+    __slots__ = ()
+
+
+class _ServingSets(Key["dict[tuple[int, ...], tuple[int, ...]]"]):
+    """Each set of sharing providers serving some trees, as one tuple (a
+    snapshot's memo: the trees' kept members share it)."""
     __slots__ = ()
 
 
@@ -319,6 +328,23 @@ class _Batch(Key["_KeptBatch | bool"]):
     __slots__ = ()
 
 
+class TreeMembers(NamedTuple):
+    """The providers of a tree the search may use (``own``) and the sharing
+    providers of other trees serving it (``serving``), ids in id order. A
+    tree in an aggregate with sharing providers has them all as members:
+    the serving tuple is one object for all the trees it serves, so that
+    their member lists are made from one list of its records."""
+
+    own: tuple[int, ...]
+    serving: tuple[int, ...]
+    # every member in id order, when the serving ones do not all follow
+    # the own ones (None: ``own + serving`` is in id order)
+    interleaved: tuple[int, ...] | None
+
+    def ids(self) -> Iterable[int]:
+        return itertools.chain(self.own, self.serving)
+
+
 class _KeptBatch:
     """The members, usages and search records of a first batch of trees:
     they hold while no provider changed (the snapshot's serial) and the
@@ -329,7 +355,7 @@ class _KeptBatch:
                  "capacities")
 
     def __init__(self, serial: int, batch: list[int], used: dict[tuple[int, int], int],
-                 member_ids: dict[int, tuple[int, ...]], records: dict[int, Provider],
+                 member_ids: dict[int, TreeMembers], records: dict[int, Provider],
                  members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
         self.serial = serial
         self.batch = batch
@@ -534,7 +560,9 @@ class SnapshotWorld(World):
         self._loaded: set[int] = set()  # the providers whose usages were read
         self._every_usage_read = False  # those of the providers in no searched tree too
         # root -> ids of its members
-        self._member_ids: dict[int, tuple[int, ...]] = {}
+        self._member_ids: dict[int, TreeMembers] = {}
+        # the records of the serving members of trees (TreeMembers.serving)
+        self._serving_records: dict[tuple[int, ...], list[Provider]] = {}
         # provider id -> the usages of every class it has, in the order of
         # its inventories (() when none is used), for those the search read
         # whole: the summaries are kept by them
@@ -623,32 +651,70 @@ class SnapshotWorld(World):
             for provider_id in changed.intersection(kept.records):
                 records[provider_id] = self._new_record(provider_id)
             members = self.members
-            for root_id, ids in kept.member_ids.items():
-                members[root_id] = (kept.members[root_id] if changed.isdisjoint(ids)
-                                    else [records[provider_id] for provider_id in ids])
+            for root_id, tree in kept.member_ids.items():
+                members[root_id] = (kept.members[root_id] if changed.isdisjoint(tree.ids())
+                                    else self._member_records(tree))
         else:
             used = self._load_trees(batch)
         store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch, used),
                                      kept_bytes(0))
 
     def _load_trees(self, batch: list[int]) -> dict[tuple[int, int], int]:
-        """_add_trees, one provider at a time; the usages read."""
+        """_add_trees, one provider at a time; the usages read. The kept
+        members and records are looked up here rather than through
+        ``_members_of`` and ``_new_record`` when they hold (the usual
+        case): a request loads a thousand trees or more, and a call per
+        tree and per provider costs a fifth of it."""
+        snapshot_providers, places = self._snapshot.providers, self._snapshot.places
+        members_key = self._members_key
         member_ids = self._member_ids
+        new = set()
+        servings = set()
         for root_id in batch:
-            member_ids[root_id] = self._members_of(root_id)
-        new = sorted({provider_id for root_id in batch for provider_id in member_ids[root_id]}
-                     .difference(self._loaded))
+            kept = snapshot_providers[root_id].memo.get(members_key)
+            tree = member_ids[root_id] = (
+                kept[1] if kept is not None and kept[0] == places else self._members_of(root_id))
+            new.update(tree.own)
+            if tree.serving:
+                servings.add(tree.serving)
+        new = sorted(new.union(*servings).difference(self._loaded))
         used = self._add_usages(new)
         self._loaded.update(new)
         records = self.providers
-        new_record = self._new_record
+        using, record_key, all_usages = self._using, self._record_key, self.all_usages
         for provider_id in new:
-            if provider_id not in records:
-                records[provider_id] = new_record(provider_id)
+            if provider_id in records:
+                continue
+            # _new_record's first look, for a provider none of whose
+            # requested classes is used
+            kept = (None if provider_id in using
+                    else snapshot_providers[provider_id].memo.get(record_key))
+            if kept is not None and kept[0] == ():
+                if kept[2]:
+                    all_usages[provider_id] = ()
+                records[provider_id] = kept[1]
+            else:
+                records[provider_id] = self._new_record(provider_id)
         members = self.members
+        member_records = self._member_records
         for root_id in batch:
-            members[root_id] = [records[provider_id] for provider_id in member_ids[root_id]]
+            members[root_id] = member_records(member_ids[root_id])
         return used
+
+    def _member_records(self, tree: TreeMembers) -> list[Provider]:
+        """The search records of a tree's members, in id order (each
+        loaded before)."""
+        records = self.providers
+        if tree.interleaved is not None:
+            return [records[provider_id] for provider_id in tree.interleaved]
+        own = [records[provider_id] for provider_id in tree.own]
+        if not tree.serving:
+            return own
+        serving = self._serving_records.get(tree.serving)
+        if serving is None:
+            serving = self._serving_records[tree.serving] = [
+                records[provider_id] for provider_id in tree.serving]
+        return own + serving
 
     def _add_usages(self, provider_ids: Collection[int]) -> dict[tuple[int, int], int]:
         """Read the usages of these providers (all at once when they are
@@ -664,7 +730,7 @@ class SnapshotWorld(World):
         """What to keep of ``batch`` once loaded, and its size."""
         member_ids = {root_id: self._member_ids[root_id] for root_id in batch}
         records = {provider_id: self.providers[provider_id]
-                   for ids in member_ids.values() for provider_id in ids}
+                   for tree in member_ids.values() for provider_id in tree.ids()}
         return (_KeptBatch(
             self._snapshot.serial, batch, used, member_ids, records,
             {root_id: self.members[root_id] for root_id in batch},
@@ -731,35 +797,55 @@ class SnapshotWorld(World):
         self.every_usage()
         return self.providers[provider_id]
 
-    def _members_of(self, root_id: int) -> tuple[int, ...]:
+    def _members_of(self, root_id: int) -> TreeMembers:
         """The providers of the tree of ``root_id`` the search may use, and
-        the sharing providers serving it, in id order (kept with the root
-        while the snapshot's indexes stay the same)."""
+        the sharing providers serving it (kept with the root while the
+        snapshot's indexes stay the same)."""
         snapshot = self._snapshot
         root = snapshot.providers[root_id]
         kept = root.memo.get(self._members_key)
         if kept is not None and kept[0] == snapshot.places:
             return kept[1]
         tree = snapshot.trees[root_id]
-        members = tree if self._whole_trees or len(tree) == 1 else [
+        own = tree if self._whole_trees or len(tree) == 1 else tuple(
             provider_id for provider_id in tree
-            if provider_id == root_id or self._useful(provider_id)]
-        serving = [provider_id for provider_id in snapshot.sharing_serving(root_id)
-                   if provider_id in self._useful_sharing
-                   and snapshot.providers[provider_id].root_id != root_id]
-        member_ids = tuple(sorted([*members, *serving]) if serving else members)
-        _remember(snapshot, root, self._members_key, (snapshot.places, member_ids),
-                  _MEMBERS_BYTES + _MEMBER_BYTES * len(member_ids))
-        return member_ids
+            if provider_id == root_id or self._useful(provider_id))
+        serving = self._serving_of(tuple(sorted(
+            provider_id for provider_id in snapshot.sharing_serving(root_id)
+            if provider_id in self._useful_sharing
+            and snapshot.providers[provider_id].root_id != root_id)))
+        members = TreeMembers(own, serving, None if not serving or own[-1] < serving[0]
+                              else tuple(sorted(own + serving)))
+        _remember(snapshot, root, self._members_key, (snapshot.places, members),
+                  _MEMBERS_BYTES + _MEMBER_BYTES * (len(own) + len(serving)))
+        return members
+
+    def _serving_of(self, serving: tuple[int, ...]) -> tuple[int, ...]:
+        """``serving``, as the one tuple of these ids the snapshot's trees
+        share (their kept members hold it once)."""
+        if not serving:
+            return ()
+        interned = self._snapshot.memo.get_or_make(_ServingSets(), dict)
+        return interned.setdefault(serving, serving)
+
+    def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
+        tree = self._member_ids.get(anchor)
+        if tree is None or not tree.serving or tree.interleaved is not None:
+            return None
+        serving = self._serving_records.get(tree.serving)
+        if serving is None:  # members taken from a kept batch
+            self._member_records(tree)
+            serving = self._serving_records[tree.serving]
+        return len(tree.own), tree.serving, serving
 
     def _new_members(self, root_id: int) -> list[Provider]:
-        member_ids = self._member_ids.get(root_id)
-        if member_ids is None:
+        tree = self._member_ids.get(root_id)
+        if tree is None:
             # a tree the search did not visit (an explanation asks): its
             # members' usages are read with every other's
             self.every_usage()
-            member_ids = self._member_ids[root_id] = self._members_of(root_id)
-        return [self.providers[provider_id] for provider_id in member_ids]
+            tree = self._member_ids[root_id] = self._members_of(root_id)
+        return self._member_records(tree)
 
     def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
                       ) -> Container[int]:

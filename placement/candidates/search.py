@@ -97,6 +97,14 @@ class World:
         return {anchor for anchor in batch
                 if fits_every_class(providers[anchor].inventories, amounts)}
 
+    def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
+        """How the members of ``anchor`` are made, when they are its own
+        first and then the sharing providers serving it from other trees,
+        a set many trees share: (how many are its own, the ids of the
+        serving ones, their records). None when the world does not say:
+        the spread then looks at each member (the answer is the same)."""
+        return None
+
     @property
     def spread_unsuffixed(self) -> bool:
         """Does the unsuffixed group spread over a tree and sharing providers?"""
@@ -270,6 +278,9 @@ class GroupSearch(NamedTuple):
     # the same of a sharing provider serving other trees, () when it does
     # not pass ``spread_passes``, where that does not depend on the root
     spread_foreign: dict[int, tuple[int, ...]]
+    # the ids of sharing providers serving trees (World.member_parts) ->
+    # per class, those able to give it, and their traits together
+    spread_serving: dict[tuple[int, ...], tuple[list[list[int]], frozenset[str]]]
 
     @property
     def checks(self) -> GroupChecks:
@@ -305,7 +316,7 @@ def group_search(world: World, group: RequestGroup) -> GroupSearch:
         group, single, spread, _passes_all(single.resources, single.provider_filters),
         _passes_all([], single.provider_filters) if single.provider_filters else None,
         tuple(sorted(group.resources.items())),
-        _passes_all([], spread.provider_filters if spread else ()), {}, {}, {})
+        _passes_all([], spread.provider_filters if spread else ()), {}, {}, {}, {})
 
 
 def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[GroupCandidate]:
@@ -417,8 +428,45 @@ def _may_have_traits(world: World, plan: GroupSearch, anchor: int) -> bool:
     traits_checks = plan.spread.together
     if not traits_checks:
         return True
-    offered = frozenset().union(*(provider.traits for provider in world.members[anchor]))
+    members = world.members[anchor]
+    parts = _serving_parts(world, plan, anchor)
+    if parts is None:
+        offered = frozenset().union(*(provider.traits for provider in members))
+    else:
+        own_count, (_, serving_traits) = parts
+        offered = serving_traits.union(*(provider.traits for provider in members[:own_count]))
     return all(check.passes(offered) for check in traits_checks)
+
+
+def _serving_parts(world: World, plan: GroupSearch, anchor: int
+                   ) -> tuple[int, tuple[list[list[int]], frozenset[str]]] | None:
+    """For members made of the anchor's own and a set of sharing providers
+    serving many trees (``World.member_parts``): how many are its own, and
+    what the serving ones give the spread (per class, those able to give
+    it; their traits together), worked out once per set. None when the
+    members are not made so, or when whether a sharing provider passes
+    depends on the root."""
+    if plan.spread.foreign_sees_root:
+        return None
+    parts = world.member_parts(anchor)
+    if parts is None:
+        return None
+    own_count, serving_ids, serving = parts
+    given = plan.spread_serving.get(serving_ids)
+    if given is None:
+        root = world.providers[anchor]
+        passes, foreign = plan.spread_passes, plan.spread_foreign
+        options: list[list[int]] = [[] for _ in plan.resources]
+        for provider in serving:
+            gives = foreign.get(provider.id)
+            if gives is None:
+                gives = foreign[provider.id] = (
+                    _classes_given(plan, provider) if passes(provider, root) else ())
+            for index in gives:
+                options[index].append(provider.id)
+        given = plan.spread_serving[serving_ids] = (
+            options, frozenset().union(*(provider.traits for provider in serving)))
+    return own_count, given
 
 
 def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[int]]:
@@ -432,8 +480,12 @@ def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[i
         # a sharing provider passes at every tree it serves or at none,
         # unless a check looks at the root: asked once then
         foreign_once = not plan.spread.foreign_sees_root
+        members = world.members[anchor]
+        parts = _serving_parts(world, plan, anchor)
+        if parts is not None:
+            members = members[:parts[0]]
         options = [[] for _ in plan.resources]
-        for provider in world.members[anchor]:
+        for provider in members:
             if foreign_once and provider.root_id != anchor:
                 gives = foreign.get(provider.id)
                 if gives is None:
@@ -447,6 +499,8 @@ def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[i
                 continue
             for index in gives:
                 options[index].append(provider.id)
+        if parts is not None:
+            options = [own + serving for own, serving in zip(options, parts[1][0], strict=True)]
         plan.spread_options[anchor] = options
     return options
 
