@@ -44,7 +44,8 @@ from placement.objects import resource_class, trait
 from placement.objects.inventory import InventoryUsage
 
 __all__ = ["AllocationRequest", "Candidates", "OneProviderRequest", "Prepared", "ProviderSummary",
-           "RequestGroup", "SearchOptions", "SnapshotWorld", "find", "kept_bytes", "prepare"]
+           "RequestGroup", "SearchOptions", "SnapshotWorld", "SpreadRequest", "find", "kept_bytes",
+           "prepare"]
 
 
 class AllocationRequest(NamedTuple):
@@ -74,6 +75,25 @@ class OneProviderRequest(NamedTuple):
         return {self.suffix: [self.uuid]}
 
 
+class SpreadRequest(NamedTuple):
+    """An allocation request of one group spread over a few providers (a
+    compute with a sharing provider's disk, a NUMA node and its root),
+    the most common after ``OneProviderRequest``: made, and written, as
+    (uuid, resources) pairs and the uuids the group maps to."""
+
+    givers: tuple[tuple[str, dict[str, int]], ...]  # resources shared, never changed
+    suffix: str
+    uuids: tuple[str, ...]  # of the providers, in id order
+
+    @property
+    def allocations(self) -> dict[str, dict[str, int]]:
+        return dict(self.givers)
+
+    @property
+    def mappings(self) -> dict[str, list[str]]:
+        return {self.suffix: list(self.uuids)}
+
+
 @dataclasses.dataclass(slots=True)
 class ResourceSummary:
     capacity: int
@@ -95,7 +115,7 @@ class ProviderSummary:
 
 @dataclasses.dataclass(slots=True)
 class Candidates:
-    allocation_requests: list[AllocationRequest | OneProviderRequest]
+    allocation_requests: list[AllocationRequest | OneProviderRequest | SpreadRequest]
     provider_summaries: list[ProviderSummary]
     # a kept answer is given to several requests (see _KeptAnswer)
     rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
@@ -166,7 +186,7 @@ def find(connection: sa.engine.Connection, groups: list[RequestGroup],
 
 
 def _allocation_requests(world: World, results: list[Result | OneProviderResult | SpreadResult]
-                         ) -> list[AllocationRequest | OneProviderRequest]:
+                         ) -> list[AllocationRequest | OneProviderRequest | SpreadRequest]:
     """The allocation requests of ``results``. Many take the same resources
     of a provider (every request of a lone group taking everything from
     one provider, the disk of a sharing provider in many): those share
@@ -174,7 +194,7 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult 
     providers = world.providers
     shared = _SharedResources()
     givers = _SpreadGivers(shared)
-    requests: list[AllocationRequest | OneProviderRequest] = []
+    requests: list[AllocationRequest | OneProviderRequest | SpreadRequest] = []
     for result in results:
         if type(result) is OneProviderResult:  # the most common by far
             provider_id, amounts, suffix = result
@@ -183,10 +203,11 @@ def _allocation_requests(world: World, results: list[Result | OneProviderResult 
             continue
         if type(result) is SpreadResult:
             choice, amounts, suffix = result
-            requests.append(AllocationRequest(
-                {providers[choice[position]].uuid: resources
-                 for position, resources in givers(choice, amounts)},
-                {suffix: [providers[provider_id].uuid for provider_id in sorted(set(choice))]}))
+            requests.append(SpreadRequest(
+                tuple([(providers[choice[position]].uuid, resources)
+                       for position, resources in givers(choice, amounts)]),
+                suffix,
+                tuple([providers[provider_id].uuid for provider_id in sorted(set(choice))])))
             continue
         requests.append(_allocation_request(
             providers, [(provider_id, (class_name, amount))
@@ -268,6 +289,10 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
 
 # The fewest anchors a batch loads (see SnapshotWorld.anchors).
 _SMALLEST_BATCH = 8
+# The fewest sharing providers serving a tree for the search to take what
+# they give from the set (World.member_parts) rather than look at each:
+# below, looking costs less than the bookkeeping.
+_SERVING_SET = 4
 
 # What is kept with a cached provider (its search records, one per set of
 # requested classes seen; its summaries; a root's members): a bound on the
@@ -830,7 +855,7 @@ class SnapshotWorld(World):
 
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
         tree = self._member_ids.get(anchor)
-        if tree is None or not tree.serving or tree.interleaved is not None:
+        if (tree is None or len(tree.serving) < _SERVING_SET or tree.interleaved is not None):
             return None
         serving = self._serving_records.get(tree.serving)
         if serving is None:  # members taken from a kept batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import webob
 
@@ -21,6 +21,7 @@ from placement.candidates.find import (
     ProviderSummary,
     RequestGroup,
     SearchOptions,
+    SpreadRequest,
 )
 from placement.candidates.memo import Key
 from placement.context import RequestContext
@@ -129,9 +130,23 @@ def _first_value(request: webob.Request, key: str, query_schema: dict) -> str | 
     values = wsgi_util.query_values(request, key)
     if not values or key not in query_schema["properties"]:
         return None
-    wsgi_util.validate({key: values[0]}, {**query_schema, "required": []},
-                       "Invalid query string parameters", wsgi_util.QUERY_FORMAT_CHECKER)
+    if len(values) > 1:  # a lone value is the one the schema saw
+        wsgi_util.validate({key: values[0]}, _nothing_required(query_schema),
+                           "Invalid query string parameters", wsgi_util.QUERY_FORMAT_CHECKER)
     return values[0]
+
+
+# query schema -> the same without required properties (one object per
+# schema, so that its validator is made once: wsgi_util keeps them by schema)
+_NOTHING_REQUIRED: dict[int, tuple[dict, dict]] = {}
+
+
+def _nothing_required(query_schema: dict) -> dict:
+    kept = _NOTHING_REQUIRED.get(id(query_schema))
+    if kept is None or kept[0] is not query_schema:
+        kept = _NOTHING_REQUIRED[id(query_schema)] = (query_schema,
+                                                     {**query_schema, "required": []})
+    return kept[1]
 
 
 def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup]:
@@ -247,8 +262,9 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     return body
 
 
-def _allocation_requests(items: list[AllocationRequest | OneProviderRequest], as_dict: bool,
-                         with_mappings: bool) -> list[dict] | wsgi_util.JSONFragment:
+def _allocation_requests(items: list[AllocationRequest | OneProviderRequest | SpreadRequest],
+                         as_dict: bool, with_mappings: bool
+                         ) -> list[dict] | wsgi_util.JSONFragment:
     """The JSON of the allocation requests. From 1.12, written as text:
     uuids and group suffixes need no escaping (the schemas admit only
     uuids, and suffixes of letters, digits, ``_`` and ``-``), and the
@@ -268,25 +284,33 @@ def _allocation_requests(items: list[AllocationRequest | OneProviderRequest], as
             text = encoded[id(resources)] = encode(resources).decode()
         return text
 
+    def uuids_json(uuids: Iterable[str]) -> str:
+        return "[" + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
+
     parts = []
     for item in items:
-        if type(item) is OneProviderRequest:  # the most common request
+        kind = type(item)
+        if kind is OneProviderRequest:  # the most common request
             uuid, resources, suffix = item
             allocations_json = f'{{"{uuid}":{{"resources":{resources_json(resources)}}}}}'
             parts.append(f'{{"allocations":{allocations_json},"mappings":{{"{suffix}":["{uuid}"]}}}}'
                          if with_mappings else f'{{"allocations":{allocations_json}}}')
             continue
-        allocations, mappings = item.allocations, item.mappings
-        allocations_json = "{" + ",".join([
-            f'"{uuid}":{{"resources":{resources_json(resources)}}}'
-            for uuid, resources in allocations.items()]) + "}"
-        if not with_mappings:
-            parts.append(f'{{"allocations":{allocations_json}}}')
-            continue
-        mappings_json = "{" + ",".join([
-            f'"{suffix}":[' + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
-            for suffix, uuids in mappings.items()]) + "}"
-        parts.append(f'{{"allocations":{allocations_json},"mappings":{mappings_json}}}')
+        if kind is SpreadRequest:  # the next most common
+            givers, suffix, uuids = item
+            allocations_json = "{" + ",".join([
+                f'"{uuid}":{{"resources":{resources_json(resources)}}}'
+                for uuid, resources in givers]) + "}"
+            mappings_json = f'{{"{suffix}":{uuids_json(uuids)}}}'
+        else:
+            allocations_json = "{" + ",".join([
+                f'"{uuid}":{{"resources":{resources_json(resources)}}}'
+                for uuid, resources in item.allocations.items()]) + "}"
+            mappings_json = "{" + ",".join([
+                f'"{suffix}":{uuids_json(uuids)}'
+                for suffix, uuids in item.mappings.items()]) + "}"
+        parts.append(f'{{"allocations":{allocations_json},"mappings":{mappings_json}}}'
+                     if with_mappings else f'{{"allocations":{allocations_json}}}')
     return wsgi_util.JSONFragment(("[" + ",".join(parts) + "]").encode())
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from placement.candidates.find import AllocationRequest, OneProviderRequest
+from placement.candidates.find import AllocationRequest, OneProviderRequest, SpreadRequest
 from placement.handlers import allocation_candidate
 
 SHARED = {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2}
@@ -21,6 +21,11 @@ ITEMS = [
     # a compute and a sharing disk, in one group or two
     AllocationRequest({"u4": {"VCPU": 1}, "u5": {"DISK_GB": 10}}, {"": ["u4", "u5"]}),
     AllocationRequest({"u4": SHARED, "u5": {"DISK_GB": 10}}, {"1": ["u4"], "2": ["u5", "u4"]}),
+    # the same spread, as the search makes it: a compute giving two
+    # classes, a sharing provider the disk
+    SpreadRequest((("u4", {"VCPU": 1, "MEMORY_MB": 512}), ("u5", {"DISK_GB": 10})), "",
+                  ("u4", "u5")),
+    SpreadRequest((("u5", SHARED),), "_G", ("u5",)),
     # a resourceless group mapped beside a provider giving everything
     AllocationRequest({"u6": {"VGPU": 1}}, {"_G": ["u6"], "_NUMA": ["u7"]}),
     # class names are encoded (uuids and suffixes are written as they are:
@@ -39,7 +44,7 @@ def test_pieces_make_the_json_of_the_dicts(as_dict, with_mappings):
     assert orjson.dumps(rendered) == expected
 
 
-def _as_dict(item: AllocationRequest | OneProviderRequest, as_dict: bool,
+def _as_dict(item: AllocationRequest | OneProviderRequest | SpreadRequest, as_dict: bool,
              with_mappings: bool) -> dict:
     """An allocation request's body as the spec gives it."""
     if not as_dict:
