@@ -41,7 +41,8 @@ def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
     # (uwsgi without lazy-apps, gunicorn --preload): no connection may be
     # open then, each worker opens its own.
     engine.dispose()
-    return db_api.Database(engine, max_retries=db_conf.db_max_retries)
+    return db_api.Database(engine, max_retries=db_conf.db_max_retries,
+                           replica=db_api.replica_engine(db_conf))
 
 
 def _load_provider_copy(db: db_api.Database) -> None:
@@ -56,7 +57,7 @@ def _load_provider_copy(db: db_api.Database) -> None:
             snapshot.snapshot(connection)
     except db_exc.DBConnectionError as error:  # the first request will read it
         LOG.warning("The provider copy was not read at start-up: %s", error)
-    db.engine.dispose()  # no connection may cross the fork (database_from_conf)
+    db.dispose()  # no connection may cross the fork (database_from_conf)
 
 
 # Placement's defaults of keystonemiddleware's http_connect_timeout and
@@ -162,7 +163,9 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
         metrics.enable(conf.metrics.multiprocess_dir)
     if db is None:
         db = database_from_conf(conf)
-    snapshot.keep_within(db.engine, conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
+    # the provider copy follows the database the readers read
+    snapshot.keep_within(db.reader_engine,
+                         conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
     if load_provider_copy:
         _load_provider_copy(db)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
@@ -197,7 +200,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
                                                 fixed_paths=answered_before_auth)
     if load_provider_copy:
         application = middleware.InEachProcess(
-            application, functools.partial(snapshot.follow, db.engine))
+            application, functools.partial(snapshot.follow, db.reader_engine))
     return application
 
 

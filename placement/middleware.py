@@ -287,8 +287,15 @@ class ByPath:
         return application(environ, start_response)
 
 
+# The methods of requests that read from the read replica, when there is one
+# (``[placement_database] slave_connection``); the others read the primary.
+_REPLICA_READERS = frozenset({"GET", "HEAD"})
+
+
 class Context:
-    """Builds the RequestContext from the identity headers."""
+    """Builds the RequestContext from the identity headers, with the
+    services (``db``: the database, on the primary only for a request that
+    may write)."""
 
     def __init__(self, application: Callable, require_user: bool, services: dict):
         self.application = application
@@ -302,6 +309,9 @@ class Context:
             return errors.unauthorized()(environ, start_response)
         for name, service in self.services.items():
             setattr(context, name, service)
+        if "db" in self.services and environ.get("REQUEST_METHOD") not in _REPLICA_READERS:
+            # what a write reads, it reads from the primary: a replica lags
+            context.db = context.db.primary_only()
         environ["placement.context"] = context
         return self.application(environ, start_response)
 

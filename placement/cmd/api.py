@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     conf(sys.argv[1:] if argv is None else argv, project="placement",
          default_config_files=placement_conf.default_config_files())
     logging.setup(conf, "placement")
+    placement_conf.warn_of_unused_options(conf)
     choose_auth_strategy(conf)
     problem = deploy.authentication_problem(conf)
     if problem is not None:

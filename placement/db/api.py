@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -339,6 +340,37 @@ def _wait_for_cluster_writes(connection: sa.engine.Connection) -> None:
         connection.exec_driver_sql(_CAUSAL_WAIT)
 
 
+# engine -> the process whose connections its pool holds (see _connect);
+# kept per engine, since several Database objects may share one
+# (Database.primary_only).
+_engine_pids: weakref.WeakKeyDictionary[sa.engine.Engine, int] = weakref.WeakKeyDictionary()
+# the pools a forked child found its engines with: referenced, never closed
+_inherited_pools: list[pool.Pool] = []
+_pool_swap = threading.Lock()
+
+
+def _connect(engine: sa.engine.Engine) -> sa.engine.Connection:
+    """A connection of ``engine`` from this process's own pool.
+
+    A process forked once the engine had connections (gunicorn --preload;
+    uwsgi without lazy-apps, which runs no Python fork hooks) finds them in
+    its pool: used from both processes, one server connection would carry
+    two conversations. The child starts a pool of its own and leaves the
+    inherited one alone, referenced, since closing its connections would
+    end the parent's sessions (MySQL's QUIT). SQLite connections must not
+    cross a fork at all (SQLite's lock bookkeeping is per process):
+    ``deploy`` closes them before handing the application to the server."""
+    pid = os.getpid()
+    if _engine_pids.get(engine) != pid:
+        with _pool_swap:
+            known = _engine_pids.get(engine)
+            if known is not None and known != pid:
+                _inherited_pools.append(engine.pool)
+                engine.dispose(close=False)
+            _engine_pids[engine] = pid
+    return engine.connect()
+
+
 class Database:
     """One engine and the transactions made from it; with a ``replica``
     engine (``[placement_database] slave_connection``), read-only
@@ -353,38 +385,23 @@ class Database:
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._sqlite_path = _sqlite_path(engine.url) if self.is_sqlite else None
-        # The process whose connections the pool holds (see _connect).
-        self._pid = os.getpid()
-        self._pool_swap = threading.Lock()
-        self._inherited_pools: list[pool.Pool] = []
+        for known in {engine, self.reader_engine}:
+            _engine_pids.setdefault(known, os.getpid())
+        self._primary_only = (self if replica is None
+                              else Database(engine, max_retries=max_retries))
 
-    def _connect(self, engine: sa.engine.Engine) -> sa.engine.Connection:
-        """A connection of ``engine`` from this process's own pool.
-
-        A process forked once the engine had connections (gunicorn
-        --preload; uwsgi without lazy-apps, which runs no Python fork hooks)
-        finds them in its pool: used from both processes, one server
-        connection would carry two conversations. The child starts a pool of
-        its own and leaves the inherited one alone, referenced, since
-        closing its connections would end the parent's sessions (MySQL's
-        QUIT). SQLite connections must not cross a fork at all (SQLite's
-        lock bookkeeping is per process): ``deploy`` closes them before
-        handing the application to the server."""
-        if self._pid != os.getpid():
-            with self._pool_swap:
-                if self._pid != os.getpid():
-                    for inherited in {self.engine, self.reader_engine}:
-                        self._inherited_pools.append(inherited.pool)
-                        inherited.dispose(close=False)
-                    self._pid = os.getpid()
-        return engine.connect()
+    def primary_only(self) -> Database:
+        """This database with its readers on the primary too: what a request
+        that writes reads (a replica lags: a provider created a moment ago
+        may not be there yet)."""
+        return self._primary_only
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.engine.Connection]:
         """A read-only transaction that sees one snapshot throughout, so that
         e.g. a provider generation and its inventories read by separate
         statements belong together (writers run in READ COMMITTED)."""
-        with self._connect(self.reader_engine) as connection, connection.begin():
+        with _connect(self.reader_engine) as connection, connection.begin():
             if not self.is_sqlite:  # SQLite transactions are serializable anyway
                 # A statement rather than the isolation_level execution
                 # option, whose SET SESSION (MySQL) goes to the driver
@@ -400,7 +417,7 @@ class Database:
         # process queue instead of polling in SQLite's busy handler.
         with (sqlite_writers.turn(self._sqlite_path) if self.is_sqlite
               else contextlib.nullcontext()), \
-                self._connect(self.engine) as connection:
+                _connect(self.engine) as connection:
             if self.is_sqlite:
                 connection.info["sqlite_begin"] = "BEGIN IMMEDIATE"
             committing = False

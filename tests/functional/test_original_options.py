@@ -304,3 +304,37 @@ def test_get_requests_read_the_replica(primary_and_replica):
     replicate()
     status, body = send("GET", f"/resource_providers/{provider}", None, "placement 1.20")
     assert (status, body["name"]) == (200, "replicated")
+
+
+def test_writes_read_the_primary(primary_and_replica):
+    """A request that writes reads from the primary: a provider created a
+    moment ago (not replicated yet) takes its inventory at once, as Nova's
+    report client expects right after creating it."""
+    fresh, db, _ = primary_and_replica
+    send = provider_api.in_process(deploy.build_app(base.make_conf(fresh), db=db))
+    provider = str(uuid.uuid4())
+    assert send("POST", "/resource_providers", {"name": "new", "uuid": provider},
+                "placement 1.20")[0] == 200
+    status, body = send("PUT", f"/resource_providers/{provider}/inventories", {
+        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+        "placement 1.20")
+    assert status == 200, body
+    assert body["inventories"]["VCPU"]["total"] == 8
+
+
+def test_the_service_reads_the_replica_configured(tmp_path):
+    """``slave_connection`` in the configuration reaches the service's
+    database (deploy.database_from_conf), and the provider copy follows the
+    replica."""
+    fresh = test_db.FreshDatabase("sqlite")
+    replica_path = tmp_path / "replica.sqlite"
+    shutil.copyfile(fresh.path, replica_path)
+    conf = base.make_conf(fresh)
+    conf.set_override("slave_connection", f"sqlite:///{replica_path}", "placement_database")
+    db = deploy.database_from_conf(conf)
+    try:
+        assert str(db.reader_engine.url) == f"sqlite:///{replica_path}"
+        assert db.primary_only().reader_engine is db.engine
+    finally:
+        db.dispose()
+        fresh.close()
