@@ -26,6 +26,18 @@ DEFAULT_INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 # and is decoded in about 30 ms.
 MAX_REQUEST_BODY_BYTES = 1024 * 1024
 
+# Placement's defaults of keystonemiddleware's [keystone_authtoken]
+# http_connect_timeout and http_request_max_retries, kept unless the
+# configuration sets them: its own wait without limit for an answer (no
+# timeout, 3 retries), and an identity service that accepts connections
+# and never answers held every request with a token for minutes. With
+# these, such a request gets its 503 after one or two timeouts (measured:
+# 6.0 s for the first, whose service user's authentication times out too,
+# 3.0 s for the next ones); a validation that times out is tried once more
+# (6.5 s).
+IDENTITY_TIMEOUT_SECONDS = 3
+IDENTITY_RETRIES = 1
+
 api_opts = [
     cfg.StrOpt(
         "auth_strategy",
@@ -286,6 +298,19 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("metrics", metrics_opts),
         ("oslo_policy", _oslo_policy_opts_missing()),
     ]
+
+
+def set_library_defaults() -> None:
+    """Placement's defaults of the libraries' options it sets otherwise
+    (max_request_body_size, the identity service's timeout and retries),
+    as the sample configuration shows them: oslo-config-generator's hook
+    (entry point ``oslo.config.opts.defaults``)."""
+    from keystonemiddleware import auth_token
+
+    cfg.set_defaults(sizelimit.OPTS, max_request_body_size=MAX_REQUEST_BODY_BYTES)
+    for _, options in auth_token.AUTH_TOKEN_OPTS:
+        cfg.set_defaults(options, http_connect_timeout=IDENTITY_TIMEOUT_SECONDS,
+                         http_request_max_retries=IDENTITY_RETRIES)
 
 
 def default_config_files() -> list[str]:

@@ -60,16 +60,6 @@ def _load_provider_copy(db: db_api.Database) -> None:
     db.dispose()  # no connection may cross the fork (database_from_conf)
 
 
-# Placement's defaults of keystonemiddleware's http_connect_timeout and
-# http_request_max_retries, kept unless the configuration sets them: its
-# own wait without limit for an answer (no timeout, 3 retries), and an
-# identity service that accepts connections and never answers held every
-# request with a token for minutes. With these, such a request gets its 503
-# after one or two timeouts (measured: 6.0 s for the first, whose service
-# user's authentication times out too, 3.0 s for the next ones); a
-# validation that times out is tried once more (6.5 s).
-IDENTITY_TIMEOUT_SECONDS = 3
-IDENTITY_RETRIES = 1
 _AUTHTOKEN_GROUP = "keystone_authtoken"
 
 
@@ -81,8 +71,10 @@ def _keystone_section(conf: cfg.ConfigOpts) -> str:
 
     for group, options in auth_token.list_opts():
         conf.register_opts(options, group=group)
-    conf.set_default("http_connect_timeout", IDENTITY_TIMEOUT_SECONDS, group=_AUTHTOKEN_GROUP)
-    conf.set_default("http_request_max_retries", IDENTITY_RETRIES, group=_AUTHTOKEN_GROUP)
+    conf.set_default("http_connect_timeout", placement_conf.IDENTITY_TIMEOUT_SECONDS,
+                     group=_AUTHTOKEN_GROUP)
+    conf.set_default("http_request_max_retries", placement_conf.IDENTITY_RETRIES,
+                     group=_AUTHTOKEN_GROUP)
     return conf[_AUTHTOKEN_GROUP].auth_section or _AUTHTOKEN_GROUP
 
 

@@ -127,8 +127,9 @@ def test_identity_timeouts_have_placement_defaults_unless_configured(tmp_path):
     for conf in (configured, defaulted):
         deploy.authentication_problem(conf)
     assert configured.keystone_authtoken.http_connect_timeout == 20
-    assert defaulted.keystone_authtoken.http_connect_timeout == deploy.IDENTITY_TIMEOUT_SECONDS
-    assert configured.keystone_authtoken.http_request_max_retries == deploy.IDENTITY_RETRIES
+    assert (defaulted.keystone_authtoken.http_connect_timeout
+            == placement_conf.IDENTITY_TIMEOUT_SECONDS)
+    assert configured.keystone_authtoken.http_request_max_retries == placement_conf.IDENTITY_RETRIES
 
 
 @pytest.mark.skipif(not ops.UWSGI, reason="uwsgi is part of the test extra")

@@ -1,6 +1,6 @@
 """``[api] auth_strategy = keystone`` with an identity service that accepts
 connections and never answers: every request with a token gets a JSON 503
-within seconds (placement.deploy.IDENTITY_TIMEOUT_SECONDS) instead of
+within seconds (placement.placement_conf.IDENTITY_TIMEOUT_SECONDS) instead of
 hanging, and a request without one its JSON 401 at once."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from placement import deploy
+from placement import conf as placement_conf
 from tests.fixtures import ops
 from tests.fixtures.silent_identity import keystone_authtoken, silent_identity_service
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.backend("sqlite")
 
 # Service authentication, then token validation and its retry, each timing
 # out; the rest is slack for a loaded machine.
-WORST_SECONDS = deploy.IDENTITY_TIMEOUT_SECONDS * (2 + deploy.IDENTITY_RETRIES) + 5
+WORST_SECONDS = placement_conf.IDENTITY_TIMEOUT_SECONDS * (2 + placement_conf.IDENTITY_RETRIES) + 5
 
 
 @pytest.fixture(scope="module")
