@@ -2,42 +2,51 @@
 request now (``GET /allocation_candidates``), and why
 (``GET /allocation_candidates/explain``). It never writes.
 
-Its parts:
+Its parts, each with one job, in the order the arrows run (each imports
+only those above it):
 
-- ``search``: the search itself, in memory: request groups, options and
-  results, and the ``World`` it searches (providers, trees, the sharing
-  providers serving each anchor); no database here.
-- ``snapshot``: the per-process copy of what providers are (trees,
-  inventories, traits, aggregates and the indexes the search starts from),
-  an immutable ``Snapshot`` per moment, its refresh at each request from
-  the database's change record, and ``KeptStore``, where requests keep
-  results for later ones.
-- ``find``: one request: names checked, the snapshot brought up to date,
-  the world it searches (``SnapshotWorld``: the snapshot's trees with this
-  request's usages, read batch by batch as the search goes), the kept
-  results at each anchor reused while its members and their usages are the
-  same, then the provider summaries and allocation requests of the answer.
-  A whole answer is kept too, for the next request of the same kind: given
-  again while the snapshot (by its serial) is the same and every usage
-  read the search and the summaries made gives again what it gave.
+- ``filters``: the trait and aggregate filters a request group carries.
+- ``model``: the search's data: ``Provider`` records, ``RequestGroup`` and
+  ``SearchOptions``, group candidates and results.
 - ``checks``: what a provider must pass to serve a request group (has the
   class, the amount fits, traits, aggregates, in_tree), each rule written
   once as a named check: the search keeps the providers passing them all,
   the explanation applies them in turn and counts what each lets through.
-- ``explain``: the funnel of each group's checks and of the tree
-  steps, counted on the same snapshot and usages as the search, and why
-  each named provider is ruled out.
+- ``world``: ``World``, the providers one search reads, its anchors and
+  their members (a tree and the sharing providers serving it).
+- ``groups``: every way one group can be satisfied within one anchor's tree.
+- ``search``: the groups combined per anchor, the anchors taking turns,
+  lazily, up to the limit; in memory, no database.
+- ``memo`` and ``kept``: what is kept, by scope, each entry under a named
+  key class that says what it is and what it was made from; ``KeptStore``
+  bounds what the requests of one database keep, in bytes.
+- ``provider_copy``: the per-process provider copy (trees, inventories,
+  traits, aggregates and the indexes the search starts from), an
+  immutable ``ProviderCopy`` per moment; ``follower`` reads it from the
+  database and brings it up to date from the change record at each
+  request (and in the background), and reads the usages a search needs.
+- ``batches``: a tree's members as the search loads them, and the first
+  batches of trees kept between requests.
+- ``copy_world``: ``CopyWorld``, the world of one request made from the
+  provider copy, with this request's usages, read batch by batch as the
+  search goes.
+- ``answers`` and ``summaries``: what an answer is made of, its allocation
+  requests and provider summaries.
+- ``find``: one request: names checked, the copy brought up to date, the
+  search, the answer; a whole answer is kept too, for the next request of
+  the same kind, given again while the copy (by its serial) is the same
+  and every usage read the search and the summaries made gives again what
+  it gave.
+- ``explain``: the funnel of each group's checks and of the tree steps,
+  counted on the same copy and usages as the search, and why each named
+  provider is ruled out.
 - ``lists``: provider lists asking for capacity (``GET /resource_providers``
   with ``resources``), made by ``placement.objects.resource_provider`` and
   kept whole in the same store, given again while the change counters, the
   usages of the requested classes and every provider's generation and
   update time are what they were.
-- ``filters``: the trait and aggregate filters a request group carries.
-- ``memo``: what is kept, by scope (a snapshot, a provider record, a
-  result, the kept store of a database), each entry under a named key
-  class that says what it is and what it was made from.
 
-The coherence rule. Every table the snapshot or a kept result reads
+The coherence rule. Every table the copy or a kept result reads
 (``resource_providers``, ``inventories``, ``resource_provider_traits``,
 ``resource_provider_aggregates``, and the names of resource classes) has its
 changes recorded by database triggers (``placement.db.triggers``) in the
@@ -48,10 +57,10 @@ since, so a process is never behind the database by more than its current
 request. A full reload (the first request, a process too far behind, a
 renamed resource class, ``placement-manage reload``) starts a new
 ``KeptStore``: nothing kept from the old records holds. What is derived
-from a snapshot's indexes (``Snapshot.memo``) lives and dies with them, and
+from a copy's indexes (``ProviderCopy.memo``) lives and dies with them, and
 what is derived from a provider record (``CachedProvider.memo``: search
 records, summaries, a root's members) with that record, which a change of
-the provider replaces. Usages are never kept by the snapshot:
+the provider replaces. Usages are never kept by the copy:
 they are read per request, and a kept result or answer holds only while
 the usages it was found with are still the database's.
 

@@ -25,13 +25,11 @@ over a tree and its sharing providers (``spread``) looks at the root:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from placement.candidates.filters import AggregateFilter, TraitFilter
-
-if TYPE_CHECKING:  # the search imports this module
-    from placement.candidates.search import Provider, RequestGroup
-    from placement.objects.inventory import InventoryUsage
+from placement.candidates.model import Provider, RequestGroup
+from placement.objects.inventory import InventoryUsage
 
 # What rules a provider out: (reason, detail). The reason is the
 # constraint, or, for capacity, which part of it; the detail is written

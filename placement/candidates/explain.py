@@ -5,7 +5,7 @@ for each request group, the funnel of its constraints in the order they
 apply, with how many providers (and trees) entered and left each; then the
 steps that act on whole trees, each with how many trees entered and left;
 and the number of allocation requests. The groups' funnels are counted on
-the same provider snapshot and usages as the search, with the search's
+the same provider copy and usages as the search, with the search's
 own checks (``placement.candidates.checks``, in the order listed there);
 the tree steps run the search's own group candidates and
 combination (``search``) at every tree; and the final count is the
@@ -34,16 +34,14 @@ import sqlalchemy as sa
 
 from placement.candidates import find, search
 from placement.candidates.checks import Check, GroupChecks, TraitsCheck, Why
+from placement.candidates.copy_world import CopyWorld
 from placement.candidates.filters import AggregateFilter, TraitFilter
+from placement.candidates.groups import group_candidates, group_search
+from placement.candidates.kept import kept_bytes
 from placement.candidates.memo import Key
-from placement.candidates.search import (
-    ISOLATE,
-    Provider,
-    RequestGroup,
-    SearchOptions,
-    World,
-)
-from placement.candidates.snapshot import Snapshot
+from placement.candidates.model import ISOLATE, Provider, RequestGroup, Result, SearchOptions
+from placement.candidates.provider_copy import ProviderCopy
+from placement.candidates.world import World
 
 # What rules a provider out, or None (see ``checks.Why``). A test writes
 # the detail only when asked (the second argument): it is asked again for
@@ -120,7 +118,7 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
     ``limit`` of ``options`` is ignored: the count is of every candidate).
     Unknown classes or traits raise InvalidInput, as for the candidates."""
     options = dataclasses.replace(options, limit=None, randomize=False)
-    snapshot, world, _ = find.prepare(connection, groups, options)
+    copy, world, _ = find.prepare(connection, groups, options)
     # First the search itself: it loads the world's trees and usages.
     results = search.search(world, groups, options)
     provider_uuids = list(dict.fromkeys(provider_uuids))
@@ -136,33 +134,33 @@ def explain(connection: sa.engine.Connection, groups: list[RequestGroup],
             funnel, verdicts = dataclasses.replace(alike[0], suffix=group.suffix), alike[1]
         else:
             # named providers need the verdicts, which are not kept
-            funnel = None if provider_uuids else _kept_funnel(snapshot, world, group)
+            funnel = None if provider_uuids else _kept_funnel(copy, world, group)
             verdicts = {}
             if funnel is None:
-                records = records or _records(snapshot, world)
+                records = records or _records(copy, world)
                 funnel, verdicts = _group_funnel(world, records, group)
-                _keep_funnel(snapshot, world, group, funnel)
+                _keep_funnel(copy, world, group, funnel)
             made.append((group, funnel, verdicts))
         funnels.append(funnel)
         group_verdicts.append(verdicts)
-    tree_steps, tree_verdicts = _tree_steps(snapshot, world, groups, options, results)
-    providers = [_provider_explanation(uuid, snapshot, records, groups, group_verdicts,
+    tree_steps, tree_verdicts = _tree_steps(copy, world, groups, options, results)
+    providers = [_provider_explanation(uuid, copy, records, groups, group_verdicts,
                                        tree_verdicts, results)
                  for uuid in provider_uuids]
     return Explanation(funnels, tree_steps, len(results), providers)
 
 
-def _records(snapshot: Snapshot, world: find.SnapshotWorld
+def _records(copy: ProviderCopy, world: CopyWorld
              ) -> dict[int, Provider]:
     """The search record of every provider, with its usages."""
-    return {provider_id: world.record(provider_id) for provider_id in snapshot.providers}
+    return {provider_id: world.record(provider_id) for provider_id in copy.providers}
 
 
 # Group funnels ---------------------------------------------------------------
 #
 # A funnel depends on the providers, their usages of the requested classes
-# and the group: it is kept (in the snapshot's store of what requests keep)
-# for the next request finding the same providers (the snapshot makes a new
+# and the group: it is kept (in the copy's store of what requests keep)
+# for the next request finding the same providers (the copy makes a new
 # mapping of them at any change) and the same usages. The verdicts against
 # providers are not kept: a request naming providers makes its funnels anew.
 
@@ -179,7 +177,7 @@ class _FunnelOf(Key["tuple[dict, dict, GroupFunnel]"]):
     __slots__ = ()
 
 
-def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> _FunnelOf:
+def _funnel_key(world: CopyWorld, group: RequestGroup) -> _FunnelOf:
     def names(filter_: TraitFilter | AggregateFilter) -> tuple:
         return (frozenset(frozenset(any_of) for any_of in filter_.required),
                 frozenset(filter_.forbidden))
@@ -188,22 +186,22 @@ def _funnel_key(world: find.SnapshotWorld, group: RequestGroup) -> _FunnelOf:
                      world.spread_unsuffixed, tuple(sorted(world.tree_roots_by_uuid.items())))
 
 
-def _kept_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
+def _kept_funnel(copy: ProviderCopy, world: CopyWorld,
                  group: RequestGroup) -> GroupFunnel | None:
-    kept = snapshot.kept.get(_funnel_key(world, group))
+    kept = copy.kept.get(_funnel_key(world, group))
     if kept is None:
         return None
     providers, used, funnel = kept
-    if providers is not snapshot.providers or used != world.every_usage():
+    if providers is not copy.providers or used != world.every_usage():
         return None
     return dataclasses.replace(funnel, suffix=group.suffix)
 
 
-def _keep_funnel(snapshot: Snapshot, world: find.SnapshotWorld,
+def _keep_funnel(copy: ProviderCopy, world: CopyWorld,
                  group: RequestGroup, funnel: GroupFunnel) -> None:
     used = dict(world.every_usage())
-    snapshot.kept.put(_funnel_key(world, group), (snapshot.providers, used, funnel),
-                      find.kept_bytes(len(used)))
+    copy.kept.put(_funnel_key(world, group), (copy.providers, used, funnel),
+                      kept_bytes(len(used)))
 
 
 def _trees(pool: Iterable[Provider]) -> int:
@@ -282,7 +280,7 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
                   ) -> tuple[GroupFunnel, RuledOutBy]:
     """The funnel of ``group`` over every provider, and provider id -> the
     first constraint ruling it out of the group."""
-    checks = search.group_search(world, group).checks
+    checks = group_search(world, group).checks
     funnel = _Funnel()
     pool = [records[provider_id] for provider_id in sorted(records)]
     resource_steps = [(_step(world, class_checks.inventory), _step(world, class_checks.capacity))
@@ -326,11 +324,11 @@ def _group_funnel(world: World, records: dict[int, Provider], group: RequestGrou
 
 # Tree steps ------------------------------------------------------------------
 
-def _results_by_anchor(world: World, results: list[search.Result]
-                       ) -> dict[int, list[search.Result]]:
+def _results_by_anchor(world: World, results: list[Result]
+                       ) -> dict[int, list[Result]]:
     """The results of each tree, those made with a provider of that tree
     (a result of sharing providers only could come from any tree they serve)."""
-    by_anchor: dict[int, list[search.Result]] = {}
+    by_anchor: dict[int, list[Result]] = {}
     for result in results:
         roots = {world.providers[provider_id].root_id
                  for providers in result.mappings.values() for provider_id in providers
@@ -357,7 +355,7 @@ class _TreeSteps:
 
     def __init__(self, world: World, groups: list[RequestGroup], options: SearchOptions):
         self.world, self.groups, self.options = world, groups, options
-        self.plans = [search.group_search(world, group) for group in groups]
+        self.plans = [group_search(world, group) for group in groups]
         # (constraint, description, the options the combination obeys,
         # or None for the steps that are no combination)
         steps: list[tuple[str, str, SearchOptions | None]] = []
@@ -384,7 +382,7 @@ class _TreeSteps:
     def _outside(self, anchor: int, providers: frozenset[int]) -> bool:
         return any(self.world.providers[p].root_id != anchor for p in providers)
 
-    def of_results(self, anchor: int, results: list[search.Result]) -> _TreeVerdict:
+    def of_results(self, anchor: int, results: list[Result]) -> _TreeVerdict:
         """The verdict of a tree with results: it passes every step."""
         return _TreeVerdict(None, "", tuple(
             all(self._outside(anchor, result.mappings[group.suffix]) for result in results)
@@ -400,7 +398,7 @@ class _TreeSteps:
             index = 1
         per_group, through_sharing = [], []
         for group, plan in zip(groups, self.plans, strict=True):
-            candidates = search.group_candidates(world, plan, anchor)
+            candidates = group_candidates(world, plan, anchor)
             if not candidates:
                 return _TreeVerdict(index, f"group {group.suffix or '(unsuffixed)'} has no "
                                            "provider in the tree or a sharing provider "
@@ -418,8 +416,8 @@ class _TreeSteps:
         return _TreeVerdict(None, "", tuple(through_sharing))
 
 
-def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
-                options: SearchOptions, results: list[search.Result]
+def _tree_steps(copy: ProviderCopy, world: World, groups: list[RequestGroup],
+                options: SearchOptions, results: list[Result]
                 ) -> tuple[list[TreeStep], dict[int, RuledOut]]:
     """The tree steps with the trees entering and leaving each, and root
     id -> the first one ruling the tree out. A tree with results passes
@@ -435,9 +433,9 @@ def _tree_steps(snapshot: Snapshot, world: World, groups: list[RequestGroup],
         root_id: RuledOut("reachable", "no inventory of a requested class in the tree or a "
                                        "sharing provider serving it, or outside member_of "
                                        "/ in_tree")
-        for root_id in snapshot.trees if root_id not in verdicts}
+        for root_id in copy.trees if root_id not in verdicts}
     steps = [TreeStep("reachable", "a requested class in the tree or a sharing provider; "
-                                   "member_of, in_tree", len(snapshot.trees), len(anchors))]
+                                   "member_of, in_tree", len(copy.trees), len(anchors))]
     group_index = 0
     for index, (constraint, description, _) in enumerate(tree_steps.steps):
         entering = [verdict for verdict in verdicts.values()
@@ -469,14 +467,14 @@ def _group_description(group: RequestGroup) -> str:
 
 # Named providers ---------------------------------------------------------------
 
-def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Provider],
+def _provider_explanation(uuid: str, copy: ProviderCopy, records: dict[int, Provider],
                           groups: list[RequestGroup], group_verdicts: list[RuledOutBy],
                           tree_verdicts: dict[int, RuledOut],
-                          results: list[search.Result]) -> ProviderExplanation:
-    provider_id = snapshot.ids_by_uuid.get(uuid)
+                          results: list[Result]) -> ProviderExplanation:
+    provider_id = copy.ids_by_uuid.get(uuid)
     if provider_id is None:
         return ProviderExplanation(uuid, found=False)
-    provider = snapshot.providers[provider_id]
+    provider = copy.providers[provider_id]
     in_groups: dict[str, RuledOut | None] = {}
     for group, verdicts in zip(groups, group_verdicts, strict=True):
         verdict = verdicts.get(provider_id)
@@ -498,5 +496,5 @@ def _provider_explanation(uuid: str, snapshot: Snapshot, records: dict[int, Prov
             ruled_out = next(iter(in_groups.values()))
         if ruled_out is None:
             ruled_out = tree_verdicts.get(provider.root_id)
-    return ProviderExplanation(uuid, True, snapshot.providers[provider.root_id].uuid, ruled_out,
+    return ProviderExplanation(uuid, True, copy.providers[provider.root_id].uuid, ruled_out,
                                in_groups, used_in)

@@ -31,10 +31,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from placement import metrics
-from placement.candidates.find import kept_bytes
+from placement.candidates.follower import current, usages
+from placement.candidates.kept import kept_bytes
 from placement.candidates.memo import Key, Memo
-from placement.candidates.snapshot import snapshot as current_snapshot
-from placement.candidates.snapshot import usages
 from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from placement.objects import resource_provider as rp_obj
@@ -98,7 +97,7 @@ def list_providers(connection: sa.engine.Connection,
     if not filters.resources:
         return ProviderList(rp_obj.list_providers(connection, filters))
     changes = provider_changes.total(connection)
-    store = current_snapshot(connection, changes).kept
+    store = current(connection, changes).kept
     key = _List(filters)
     kept = store.get(key)
     used = usages(connection, None, sorted(class_id for class_id, _ in filters.resources))

@@ -8,21 +8,21 @@ depends on. The stores, by scope (each lives exactly as
 long as its owner, and its owner is replaced when what it was made from
 changes, never edited in place):
 
-* ``Snapshot.memo``: what requests derive from a snapshot's indexes (the
+* ``ProviderCopy.memo``: what requests derive from a copy's indexes (the
   anchors of a set of classes, the trees in an aggregate). A change
-  that moves a provider in the indexes makes a snapshot with a new memo.
+  that moves a provider in the indexes makes a copy with a new memo.
 * ``CachedProvider.memo``: what requests derive from one provider record
   (its search record, its tree's members, its summary). A changed
   provider is a new record with a new memo.
-* ``Snapshot.kept`` (``snapshot.KeptStore``, one per database): results,
-  funnels, whole answers and provider lists kept across snapshots, bounded
-  by the sum of their sizes; each entry holds the records (or the snapshot
+* ``ProviderCopy.kept`` (``kept.KeptStore``, one per database): results,
+  funnels, whole answers and provider lists kept across copies, bounded
+  by the sum of their sizes; each entry holds the records (or the copy
   serial, or the change counters) and usages it was made from, for the
   reader to compare with its own.
 * ``search.Result.memo`` and the ``rendered`` memo of allocation requests
   and provider summaries: what callers make of a value that never changes.
 
-Snapshots and provider records follow the provider change record
+Copies and provider records follow the provider change record
 (``placement.db.provider_changes``), which database triggers write
 whoever changes a provider: see the package docstring.
 """

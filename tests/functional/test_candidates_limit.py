@@ -1,5 +1,5 @@
 """With a limit, the trees are loaded in batches as the search reaches them
-(placement.candidates.find.SnapshotWorld): the answer must be
+(placement.candidates.copy_world.CopyWorld): the answer must be
 the first ``limit`` of the answer without a limit, whichever batch the
 results come from."""
 
@@ -10,8 +10,9 @@ import os
 import pytest
 
 from placement.candidates import find
+from placement.candidates.answers import AllocationRequest
 from placement.candidates.filters import TraitFilter
-from placement.candidates.search import RequestGroup, SearchOptions
+from placement.candidates.model import RequestGroup, SearchOptions
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
 
@@ -43,7 +44,7 @@ def database():
 
 
 def allocation_requests(database: FreshDatabase, groups: list[RequestGroup],
-                        **options) -> list[find.AllocationRequest]:
+                        **options) -> list[AllocationRequest]:
     with database.db.reader() as connection:
         return find.find(connection, groups, SearchOptions(**options),
                          summarize_all_classes=True).allocation_requests

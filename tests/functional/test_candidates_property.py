@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from placement.candidates import find
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.search import RequestGroup, SearchOptions
+from placement.candidates.model import RequestGroup, SearchOptions
 from placement.db import tables
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from placement.candidates import find
 from placement.candidates.filters import TraitFilter
-from placement.candidates.search import RequestGroup, SearchOptions
+from placement.candidates.model import RequestGroup, SearchOptions
 from tests.db import FreshDatabase
 from tests.fixtures.candidates import ProviderWriter
 

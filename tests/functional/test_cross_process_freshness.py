@@ -2,7 +2,7 @@
 process on the same database, on every backend.
 
 Each process keeps its own copy of the providers for the candidate search
-(placement.candidates.snapshot) and brings it up to date from the
+(placement.candidates.provider_copy) and brings it up to date from the
 database's record of changes (placement.db.provider_changes). Two real
 ``placement-api`` processes serve one database: every kind of write is made
 through one, and the next ``GET /allocation_candidates`` through the other

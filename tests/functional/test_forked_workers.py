@@ -13,7 +13,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from placement import deploy
-from placement.candidates import snapshot
+from placement.candidates import follower
 from placement.db import api as db_api
 from placement.db import sqlite_writers, tables
 from tests.fixtures import provider_api
@@ -91,14 +91,14 @@ def test_workers_start_with_the_provider_copy_of_their_server(database, monkeypa
     with database.db.writer() as connection:
         created_since = provider_with(connection, str(uuid.uuid4()), "created-since", VCPU=4)
     loaded: list = []
-    reading = snapshot._load
+    reading = follower._load
 
     def recording(connection, ids):
         loaded.append(None if ids is None else sorted(ids))
         return reading(connection, ids)
 
     def first_request() -> dict:
-        monkeypatch.setattr(snapshot, "_load", recording)
+        monkeypatch.setattr(follower, "_load", recording)
         status, body = provider_api.in_process(application)(
             "GET", "/resource_providers?resources=VCPU:1", None, provider_api.MICROVERSION)
         return {"status": status, "names": sorted(rp["name"] for rp in body["resource_providers"]),

@@ -1,5 +1,5 @@
 """A candidates answer is kept whole for the next request of the same kind
-and given again while the snapshot and every usage its search read are the
+and given again while the provider copy and every usage its search read are the
 same; so is a provider list asking for capacity, while the provider change
 counters, the usages of its classes and the providers' generations are.
 Proof that neither is ever stale: a process keeping answers and one
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from placement import deploy
-from placement.candidates import find
+from placement.candidates import batches
 from placement.db import api as db_api
 from tests.fixtures.base import build_app, make_conf
 from tests.fixtures.metrics import Changes
@@ -150,8 +150,8 @@ def test_new_flavors_are_answered_as_by_a_process_keeping_nothing(apps, monkeypa
     trees is kept (its members, usages and records) and the room left in
     its roots answers which fit, while claims and changes go on."""
     answered_from_room = []
-    with_room = find._RootCapacities.with_room
-    monkeypatch.setattr(find._RootCapacities, "with_room", lambda self, amount: (
+    with_room = batches.RootCapacities.with_room
+    monkeypatch.setattr(batches.RootCapacities, "with_room", lambda self, amount: (
         answered_from_room.append(amount) or with_room(self, amount)))
 
     def flavors(rng: random.Random) -> list[str]:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-from placement.candidates import find, snapshot
+from placement.candidates import copy_world, follower
+from placement.candidates.kept import KeptStore
+from placement.candidates.provider_copy import ProviderCopy
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
@@ -64,12 +66,12 @@ def _asked_twice(queries: list[str]) -> list[str]:
     return [query for query in queries for _ in range(2)]
 
 
-def _copy(database) -> snapshot.Snapshot:
+def _copy(database) -> ProviderCopy:
     with database.db.reader() as connection:
-        return snapshot.snapshot(connection)
+        return follower.current(connection)
 
 
-def _store(database) -> snapshot.KeptStore:
+def _store(database) -> KeptStore:
     return _copy(database).kept
 
 
@@ -80,7 +82,7 @@ def cloud(database):
     return database
 
 
-def _assert_counted_as_traced(store: snapshot.KeptStore, keep: Callable[[], object]) -> None:
+def _assert_counted_as_traced(store: KeptStore, keep: Callable[[], object]) -> None:
     """The sizes ``store`` counts for what ``keep`` makes it keep are about
     the memory traced meanwhile."""
     gc.collect()
@@ -154,13 +156,13 @@ def test_a_searchs_world_is_freed_as_its_request_ends(cloud, monkeypatch):
     request's usages and records, and servers collect cycles rarely
     (deploy.GC_THRESHOLDS)."""
     worlds = []
-    making = find.SnapshotWorld.__init__
+    making = copy_world.CopyWorld.__init__
 
     def recording(world, *args, **kwargs):
         making(world, *args, **kwargs)
         worlds.append(weakref.ref(world))
 
-    monkeypatch.setattr(find.SnapshotWorld, "__init__", recording)
+    monkeypatch.setattr(copy_world.CopyWorld, "__init__", recording)
     client = ProviderApi(in_process(build_app(cloud)))
     gc.disable()
     try:

@@ -1,5 +1,5 @@
 """The candidate search works from a per-process copy of the providers
-(placement.candidates.snapshot). Every change a client can make must
+(placement.candidates.provider_copy). Every change a client can make must
 show in the very next GET /allocation_candidates of the same process, and
 what one request computes (its usages) must not leak into the copy."""
 
@@ -13,7 +13,7 @@ import uuid as uuid_lib
 import pytest
 import sqlalchemy as sa
 
-from placement.candidates import snapshot
+from placement.candidates import follower
 from placement.db import tables
 from placement.objects import resource_class
 from tests.fixtures.base import build_app
@@ -192,7 +192,7 @@ def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggreg
     """Where the trees of many sharing providers are found: each aggregate
     is read once, not once per sharing provider in it (at 100 000 computes,
     500 sharing providers in 5 aggregates made a search's first request
-    take a second, and overflowed the snapshot's memo)."""
+    take a second, and overflowed the copy's memo)."""
     aggregates = [str(uuid_lib.uuid4()) for _ in range(2)]
 
     def in_aggregate(provider_uuid: str, aggregate: str) -> None:
@@ -212,7 +212,7 @@ def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggreg
         in_aggregate(disk, aggregates[index % 2])
         reached.add(disk)
     with database.db.reader() as connection:
-        copy = snapshot.snapshot(connection)
+        copy = follower.current(connection)
         disk_gb = resource_class.id_from_name(connection, "DISK_GB")
     anchors = copy.anchors([(disk_gb, frozenset())], (), ())
     assert {copy.providers[root_id].uuid for root_id in anchors} == reached
@@ -225,7 +225,7 @@ def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggreg
 def following(database):
     """The database's copy is followed in this process only during the test."""
     yield database.db.engine
-    snapshot._followers.pop(database.db.engine, None)  # its thread ends
+    follower._followers.pop(database.db.engine, None)  # its thread ends
 
 
 def test_the_copy_follows_the_database_between_requests(client, database, following,
@@ -236,29 +236,29 @@ def test_the_copy_follows_the_database_between_requests(client, database, follow
     next candidates request)."""
     client.provider("first", VCPU=4)
     assert len(client.candidate_sets("resources=VCPU:1")) == 1  # the copy, read
-    snapshot.follow(following, interval=0.02)
+    follower.follow(following, interval=0.02)
     for index in range(30):  # changes no request of this process reads
         client.provider(f"cn{index}", VCPU=4)
-    cache = snapshot._cache_of(database.db.engine)
+    cache = follower._cache_of(database.db.engine)
     with database.db.reader() as connection:
-        current = snapshot.provider_changes.total(connection)
+        current = follower.provider_changes.total(connection)
     deadline = time.monotonic() + 10
     while cache.current_total() < current and time.monotonic() < deadline:
         time.sleep(0.02)
     assert cache.current_total() == current
     loads = []
-    load = snapshot._load
-    monkeypatch.setattr(snapshot, "_load", lambda *args: loads.append(args) or load(*args))
+    load = follower._load
+    monkeypatch.setattr(follower, "_load", lambda *args: loads.append(args) or load(*args))
     assert len(client.candidate_sets("resources=VCPU:1")) == 31
     assert loads == []  # the request found the copy current
 
 
 def test_a_forked_process_follows_with_a_thread_of_its_own(following):
     engine = following
-    snapshot.follow(engine, interval=60)
+    follower.follow(engine, interval=60)
     threads = [thread for thread in threading.enumerate()
                if thread.name == "placement-provider-copy"]
-    snapshot.follow(engine, interval=60)  # once per process
+    follower.follow(engine, interval=60)  # once per process
     assert [thread for thread in threading.enumerate()
             if thread.name == "placement-provider-copy"] == threads
     read, write = os.pipe()
@@ -266,7 +266,7 @@ def test_a_forked_process_follows_with_a_thread_of_its_own(following):
     if child == 0:  # the child: no thread crossed the fork, it starts one
         try:
             before = threading.active_count()
-            snapshot.follow(engine, interval=60)
+            follower.follow(engine, interval=60)
             os.write(write, bytes([threading.active_count() - before]))
         finally:
             os._exit(0)

@@ -6,17 +6,16 @@ from __future__ import annotations
 import collections
 
 from placement.candidates.filters import TraitFilter
-from placement.candidates.search import (
+from placement.candidates.model import (
     OneProviderResult,
     Provider,
     RequestGroup,
     Result,
     SearchOptions,
     SpreadResult,
-    World,
-    search,
-    world_of,
 )
+from placement.candidates.search import search
+from placement.candidates.world import World, world_of
 from placement.objects.inventory import InventoryUsage
 
 

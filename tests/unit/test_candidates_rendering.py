@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from placement.candidates.find import AllocationRequest, OneProviderRequest, SpreadRequest
+from placement.candidates.answers import AllocationRequest, OneProviderRequest, SpreadRequest
 from placement.handlers import allocation_candidate
 
 SHARED = {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from placement.candidates.checks import Check, TraitsCheck, group_checks
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.search import Provider, RequestGroup
+from placement.candidates.model import Provider, RequestGroup
 from placement.objects.inventory import InventoryUsage
 
 ROOT = Provider(1, "root", None, 1, aggregates=frozenset({"A"}), traits=frozenset({"T1"}))

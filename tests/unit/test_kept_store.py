@@ -1,6 +1,6 @@
 """The bounded store of what candidate requests keep for later ones."""
 
-from placement.candidates.snapshot import KeptStore
+from placement.candidates.kept import KeptStore
 
 
 def _noting_emptied_memos(capacity: int) -> tuple[KeptStore, list[bool]]:

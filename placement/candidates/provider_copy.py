@@ -1,114 +1,39 @@
-"""A per-process copy of what providers are: trees, inventories, traits,
-aggregates, and the indexes the allocation-candidate search starts from.
+"""The provider copy: a per-process copy of what providers are (trees,
+inventories, traits, aggregates) and the indexes the allocation-candidate
+search starts from.
 
 These change rarely and the search reads them for thousands of providers,
 so each process keeps them, and at each request asks the database what
-changed since (``placement.db.provider_changes``): one sum when nothing
-did, the changed providers' rows when some did. A request's work on the
-copy follows what changed, not how many providers exist. Data read after
-the change counters is at least as new as them, so the copy is never older
-than the versions it is filed under: any later change shows as a higher
-version and is reloaded.
+changed since (``placement.db.provider_changes``, followed by
+``placement.candidates.follower``): one sum when nothing did, the changed
+providers' rows when some did. A request's work on the copy follows what
+changed, not how many providers exist.
 
 What is not kept here, because it changes with every claim: usages.
 Callers read those per request, for the providers they look at.
 
-A ``Snapshot`` is never modified once made: requests of other threads may
-be reading it. A refresh makes a new one that shares every unchanged
+A ``ProviderCopy`` is never modified once made: requests of other threads
+may be reading it. A refresh makes a new one that shares every unchanged
 record; the containers it changes are copied, which costs microseconds per
 thousand providers, and only when something changed.
-
-``KeptStore`` holds what requests keep for later ones (the results at a
-root, by the shape of the request), shared by the snapshots of one
-database; a full reload starts a new one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import random
-import sys
-import threading
-import time
-import weakref
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TypeVar
 
 import os_traits
-import sqlalchemy as sa
-from oslo_log import log as logging
 
-from placement import metrics
+from placement.candidates.kept import KeptStore
 from placement.candidates.memo import Key, Memo, V
-from placement.db import api as db_api
-from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
 
-LOG = logging.getLogger(__name__)
-
-_rp = tables.resource_providers
-_inv = tables.inventories
-_trait = tables.traits
-_rp_trait = tables.resource_provider_traits
-_agg = tables.placement_aggregates
-_rp_agg = tables.resource_provider_aggregates
-
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
-
-# Ids per IN (...) list: well below every backend's limit on bound parameters.
-CHUNK = 500
-
-
-def chunks(ids: Iterable, size: int = CHUNK) -> Iterator[list]:
-    ids = sorted(ids)
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
-
-
-def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
-    """``column IN (ids)`` with one expanding parameter: in_() of a list
-    coerces every element, which costs milliseconds for long lists."""
-    return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
-
-
-def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
-    """The usages of the inventories in use, for lists of ``provider_ids``
-    and ``class_ids`` of these sizes (0: any provider, any class)."""
-    conditions = [_inv.c.used != 0]
-    if provider_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_provider_id, "provider_ids",
-                                          provider_ids))
-    if class_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_class_id, "class_ids", class_ids))
-    return sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
-                     _inv.c.used).where(*conditions)
-
-
-_USAGES = db_api.SizedStatement(_usage_statement)
-
-
-def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
-           class_ids: list[int] | None) -> dict[tuple[int, int], int]:
-    """(provider id, class id) -> amount allocated, for these providers
-    and classes (None: all of them), where any is."""
-    if provider_ids is None:
-        rows = _USAGES.driver_rows(connection, **(
-            {} if class_ids is None else {"class_ids": class_ids}))
-        return {(provider_id, class_id): amount for provider_id, class_id, amount in rows}
-    # Named providers: their few rows of other classes are dropped here,
-    # which costs less than a second IN list (every provider's index
-    # entries probed once per class).
-    wanted = None if class_ids is None else set(class_ids)
-    used = {}
-    for chunk in chunks(provider_ids):
-        used.update({(provider_id, class_id): amount
-                     for provider_id, class_id, amount in _USAGES.driver_rows(
-                         connection, provider_ids=chunk)
-                     if wanted is None or class_id in wanted})
-    return used
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,7 +59,7 @@ class CachedProvider:
 
 
 def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
-    """Does ``new`` sit in every index of a snapshot exactly where ``old``
+    """Does ``new`` sit in every index of a copy exactly where ``old``
     does (only inventory amounts or other traits changed)?"""
     return (old is not None and new is not None and old.uuid == new.uuid
             and old.parent_id == new.parent_id and old.root_id == new.root_id
@@ -142,125 +67,18 @@ def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
             and old.aggregates == new.aggregates and old.sharing == new.sharing)
 
 
-# Entries of a Snapshot's and of a CachedProvider's memo, made by requests
+# Entries of a ProviderCopy's and of a CachedProvider's memo, made by requests
 # as they need them (a bound on the memory of unusual requests; the common
 # ones are few).
-_SNAPSHOT_ENTRIES = 64
+_COPY_ENTRIES = 64
 _PROVIDER_ENTRIES = 8
-
-# What requests keep between them (KeptStore), in bytes, unless configured
-# (``[placement] allocation_candidates_cache_mb``).
-KEPT_CAPACITY = 32 * 1024 * 1024
-# What the memos may hold per provider of the cloud whatever that bound
-# (KeptStore.allow_memos): about what one kind of request derives from a
-# provider (find's search record, members and summary sizes).
-MEMO_BYTES_PER_PROVIDER = 2048
-
-
-class KeptStore:
-    """What requests keep for later ones, within a bound in bytes on the
-    sum of the sizes their keepers give. One per database, shared by its
-    snapshots. Two kinds of keeping count against it:
-
-    * entries, by key (least recently used out first), each holding what
-      it was made from, for the reader to check;
-    * what requests put in providers' memos (``CachedProvider.memo``: a
-      search record, a tree's members, a summary), counted as they are
-      put (``count_memo``). Past half of the bound, or past
-      ``memo_floor`` when that is more, ``empty_memos`` (the cache's)
-      empties every provider's memo and counting starts again. Memos are
-      read thousands of times per request: emptying them all, rarely,
-      costs less than keeping them in order of use. The floor lets them
-      hold what one kind of request derives from every provider of a
-      large cloud (``MEMO_BYTES_PER_PROVIDER``): below it, requests of new
-      shapes visiting different providers (other filters) emptied them
-      every few requests, and each made them all again. The entries keep
-      at least half of the bound.
-    """
-
-    def __init__(self, capacity: int = KEPT_CAPACITY,
-                 empty_memos: Callable[[], None] = lambda: None) -> None:
-        self._entries: OrderedDict[Key, tuple[object, int]] = OrderedDict()
-        self._entries_size = 0
-        self._memos_size = 0
-        self._capacity = capacity
-        self._empty_memos = empty_memos
-        self._memo_floor = 0
-        self._lock = threading.Lock()
-
-    @property
-    def size(self) -> int:
-        """The sum of the sizes counted: the entries' and the memos'."""
-        return self._entries_size + self._memos_size
-
-    def get(self, key: Key[V]) -> V | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
-
-    def put(self, key: Key[V], value: V, size: int) -> None:
-        with self._lock:
-            previous = self._entries.pop(key, None)
-            if previous is not None:
-                self._entries_size -= previous[1]
-            self._entries[key] = (value, size)
-            self._entries_size += size
-            self._shrink()
-
-    def keep_once_asked_before(self, key: Key[V | bool], before: V | bool | None,
-                               make: Callable[[], tuple[V, int]], mark_size: int) -> None:
-        """Keep the value ``make`` gives (with its size) under ``key`` when
-        its kind was asked before (``before``: what ``get`` gave for it
-        this time, None when nothing), else only mark it as asked (True, of
-        ``mark_size``). Most kinds of a scheduler's requests (a flavor with
-        its traits and aggregates) come once: keeping each value, to drop it
-        unused, cost more than making it again at the second asking."""
-        if before is None:
-            self.put(key, True, mark_size)
-        else:
-            self.put(key, *make())
-
-    def count_memo(self, size: int) -> None:
-        """``size`` bytes are being put in a provider's memo."""
-        with self._lock:
-            self._memos_size += size
-            self._shrink()
-
-    def resize(self, capacity: int) -> None:
-        with self._lock:
-            self._capacity = capacity
-            self._shrink()
-
-    def allow_memos(self, floor: int) -> None:
-        """Let the memos hold ``floor`` bytes even past half of the bound
-        (not when the bound is 0: nothing is kept)."""
-        with self._lock:
-            self._memo_floor = floor
-            self._shrink()
-
-    def _shrink(self) -> None:
-        """Within the bounds again (the lock held: emptying the memos, which
-        touches nothing of the store, holds off the others' gets and puts
-        for the few milliseconds it takes, rarely)."""
-        half = self._capacity // 2
-        if self._memos_size > (max(half, self._memo_floor) if self._capacity else 0):
-            self._memos_size = 0
-            self._empty_memos()
-        while self._entries and (self._entries_size + min(self._memos_size, half)
-                                 > self._capacity):
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self._entries_size -= dropped
-
 
 def _union(sets: list[frozenset[int]]) -> frozenset[int]:
     """The union of ``sets``, one of them as it is when it is the only one."""
     return sets[0] if len(sets) == 1 else frozenset().union(*sets)
 
 
-# The entries of a snapshot's memo: each is made from the indexes alone.
+# The entries of a copy's memo: each is made from the indexes alone.
 
 class _AggregateRoots(Key[frozenset[int]]):
     # aggregate_uuid: str
@@ -306,7 +124,7 @@ class _ClassReach(Key[frozenset[int]]):
 
 
 @dataclasses.dataclass(frozen=True)
-class Snapshot:
+class ProviderCopy:
     """Every provider at one moment, with the indexes the search needs."""
 
     providers: dict[int, CachedProvider]
@@ -335,23 +153,31 @@ class Snapshot:
     # ``places`` (a trait is no place in a tree): what is derived from the
     # trait index is kept under it
     traits_serial: int
-    # what requests keep for later ones (shared by every snapshot of the cache)
+    # what requests keep for later ones (shared by every copy of the cache)
     kept: KeptStore
-    # this snapshot's own number, never given to another: what a request
-    # keeps from a snapshot's whole contents names it
+    # this copy's own number, never given to another: what a request
+    # keeps from a copy's whole contents names it
     serial: int
     # what requests derive from the indexes above (made at most once per
-    # snapshot, dropped when the indexes change)
-    memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
+    # copy, dropped when the indexes change)
+    memo: Memo = dataclasses.field(default_factory=lambda: Memo(_COPY_ENTRIES),
                                    compare=False, repr=False)
     # the anchors of the requests' shapes, kept apart from ``memo``: every
     # new shape makes one, and they must not crowd out what they are made of
-    anchor_memo: Memo = dataclasses.field(default_factory=lambda: Memo(_SNAPSHOT_ENTRIES),
+    anchor_memo: Memo = dataclasses.field(default_factory=lambda: Memo(_COPY_ENTRIES),
                                           compare=False, repr=False)
 
     @property
     def has_nesting(self) -> bool:
         return self.nested_count > 0
+
+    def remember(self, provider: CachedProvider, key: Key[V], value: V, size: int) -> V:
+        """Put ``value`` in the provider's memo, counting ``size`` against
+        what the kept store bounds (KeptStore.count_memo) unless it replaces
+        a value of the same key."""
+        if key not in provider.memo:
+            self.kept.count_memo(size)
+        return provider.memo.put(key, value)
 
     # -- sharing providers
 
@@ -497,8 +323,8 @@ class Snapshot:
 
     # -- changes
 
-    def updated(self, loaded: dict[int, CachedProvider], gone: Collection[int]) -> Snapshot:
-        """This snapshot with the ``loaded`` providers put in (new or
+    def updated(self, loaded: dict[int, CachedProvider], gone: Collection[int]) -> ProviderCopy:
+        """This copy with the ``loaded`` providers put in (new or
         replacing their old record) and the ``gone`` ones taken out."""
         providers = {**self.providers, **loaded}
         for provider_id in gone:
@@ -517,11 +343,11 @@ class Snapshot:
                                        memo=self.memo, anchor_memo=self.anchor_memo,
                                        trait_members=trait_members,
                                        traits_serial=traits_serial)
-        return _Reindexing(self, providers, [*loaded, *gone]).snapshot()
+        return _Reindexing(self, providers, [*loaded, *gone]).copy()
 
 
 _serials = itertools.count(1)
-EMPTY = Snapshot({}, {}, {}, 0, {}, {}, {}, {}, {}, frozenset(), 0, 0, KeptStore(0), 0)
+EMPTY = ProviderCopy({}, {}, {}, 0, {}, {}, {}, {}, {}, frozenset(), 0, 0, KeptStore(0), 0)
 
 
 def _traits_of(provider: CachedProvider) -> frozenset[str]:
@@ -570,18 +396,18 @@ def _regrouped(members: dict[Name, frozenset[int]], before: Iterable[CachedProvi
 
 
 class _Reindexing:
-    """The indexes of a snapshot after some providers changed place: only
+    """The indexes of a copy after some providers changed place: only
     the trees, classes and aggregates those providers were or are in are
     looked at again."""
 
-    def __init__(self, old: Snapshot, providers: dict[int, CachedProvider],
+    def __init__(self, old: ProviderCopy, providers: dict[int, CachedProvider],
                  changed: Iterable[int]):
         self.old = old
         self.providers = providers
         self.before = [old.providers[p] for p in changed if p in old.providers]
         self.after = [providers[p] for p in changed if p in providers]
 
-    def snapshot(self) -> Snapshot:
+    def copy(self) -> ProviderCopy:
         trees, tree_classes, holder_roots = self._trees()
         ids_by_uuid = dict(self.old.ids_by_uuid)
         for provider in self.before:
@@ -595,7 +421,7 @@ class _Reindexing:
                    .union(provider.id for provider in self.after if provider.sharing))
         trait_members = _regrouped(self.old.trait_members, self.before, self.after,
                                    _traits_of)
-        return Snapshot(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
+        return ProviderCopy(self.providers, trees, ids_by_uuid, nested_count, tree_classes,
                         holder_roots,
                         _regrouped(self.old.class_members, self.before, self.after,
                                    _classes_of),
@@ -650,175 +476,3 @@ def random_order(items: tuple[int, ...]) -> Iterator[int]:
         yield pool[index]
 
 
-# -- Loading -----------------------------------------------------------------
-
-def _load(connection: sa.engine.Connection, ids: Iterable[int] | None
-          ) -> dict[int, CachedProvider]:
-    """The providers ``ids`` that exist (None: all of them), with their
-    inventories, traits and aggregates."""
-    conditions = [sa.true()] if ids is None else [among(_rp.c.id, chunk) for chunk in chunks(ids)]
-    rows: list[tuple] = []
-    inventories: dict[int, dict[int, InventoryUsage]] = defaultdict(dict)
-    traits: dict[int, list[str]] = defaultdict(list)
-    aggregates: dict[int, list[str]] = defaultdict(list)
-    for condition in conditions:
-        rows += db_api.plain_rows(connection, sa.select(
-            _rp.c.id, _rp.c.uuid, _rp.c.parent_provider_id, _rp.c.root_provider_id)
-            .where(condition))
-        for (provider_id, class_id, total, reserved, min_unit, max_unit, step_size,
-             allocation_ratio) in connection.execute(
-                sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
-                          _inv.c.total, _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit,
-                          _inv.c.step_size, _inv.c.allocation_ratio)
-                .join(_rp, _rp.c.id == _inv.c.resource_provider_id).where(condition)):
-            inventories[provider_id][class_id] = InventoryUsage(
-                total, reserved, min_unit, max_unit, step_size, allocation_ratio, 0)
-        for provider_id, name in db_api.plain_rows(connection, (
-                sa.select(_rp_trait.c.resource_provider_id, _trait.c.name)
-                .join(_trait, _trait.c.id == _rp_trait.c.trait_id)
-                .join(_rp, _rp.c.id == _rp_trait.c.resource_provider_id)
-                .where(condition).order_by(_trait.c.id))):
-            traits[provider_id].append(sys.intern(name))
-        for provider_id, uuid in db_api.plain_rows(connection, (
-                sa.select(_rp_agg.c.resource_provider_id, _agg.c.uuid)
-                .join(_agg, _agg.c.id == _rp_agg.c.aggregate_id)
-                .join(_rp, _rp.c.id == _rp_agg.c.resource_provider_id)
-                .where(condition))):
-            aggregates[provider_id].append(sys.intern(uuid))
-    return {provider_id: CachedProvider(
-                provider_id, uuid, parent_id, root_id, inventories.get(provider_id, {}),
-                tuple(traits.get(provider_id, ())), frozenset(traits.get(provider_id, ())),
-                frozenset(aggregates.get(provider_id, ())))
-            for provider_id, uuid, parent_id, root_id in rows}
-
-
-@dataclasses.dataclass(frozen=True)
-class _State:
-    snapshot: Snapshot
-    versions: dict[int, int]  # shard -> version the snapshot is as new as
-    total: int  # their sum; -1 before the first load
-
-
-class ProviderCache:
-    """The newest snapshot of one database, refreshed by ``current``."""
-
-    def __init__(self) -> None:
-        self._state = _State(EMPTY, {}, -1)
-        # one refresh at a time: concurrent requests would load the same rows
-        self._lock = threading.Lock()
-        self._kept_capacity = KEPT_CAPACITY
-
-    def current_total(self) -> int:
-        """The change total the copy is as new as (-1: never read)."""
-        return self._state.total
-
-    def keep_within(self, capacity: int) -> None:
-        """Bound what requests keep (the snapshots' ``KeptStore``) to
-        ``capacity`` bytes, from now on."""
-        with self._lock:
-            self._kept_capacity = capacity
-            if self._state.total >= 0:  # EMPTY's store is not this database's
-                self._state.snapshot.kept.resize(capacity)
-
-    def current(self, connection: sa.engine.Connection, total: int | None = None
-                ) -> Snapshot:
-        """The providers as ``connection``'s transaction sees them (or
-        newer, never older); ``total``: ``provider_changes.total`` as the
-        caller already read it in that transaction."""
-        if total is None:
-            total = provider_changes.total(connection)
-        state = self._state
-        if total <= state.total:
-            # nothing changed (or this transaction is older than the copy)
-            return state.snapshot
-        with self._lock:
-            state = self._state
-            if total <= state.total:
-                return state.snapshot
-            versions = provider_changes.versions(connection)
-            changed = (None if state.total < 0 else
-                       provider_changes.changed_since(connection, state.versions, versions))
-            if changed is None:  # the first load, or too far behind
-                # every record is new: nothing kept from the old ones holds
-                loaded = _load(connection, None)
-                snapshot = dataclasses.replace(
-                    EMPTY.updated(loaded, ()),
-                    kept=KeptStore(self._kept_capacity, self._empty_provider_memos))
-                metrics.count_provider_cache_refresh("full", len(loaded))
-            else:
-                loaded = _load(connection, changed)
-                snapshot = state.snapshot.updated(loaded, changed - loaded.keys())
-                metrics.count_provider_cache_refresh("incremental", len(loaded))
-            snapshot.kept.allow_memos(MEMO_BYTES_PER_PROVIDER * len(snapshot.providers))
-            self._state = _State(snapshot, versions, total)
-            return snapshot
-
-    def _empty_provider_memos(self) -> None:
-        """Empty the memos of the newest snapshot's providers (older
-        snapshots share almost all their records with it)."""
-        for provider in self._state.snapshot.providers.values():
-            provider.memo.clear()
-
-
-_caches: weakref.WeakKeyDictionary[sa.engine.Engine, ProviderCache] = weakref.WeakKeyDictionary()
-_caches_lock = threading.Lock()
-
-# How often a process's copy follows the change record in the background.
-FOLLOW_INTERVAL = 1.0
-# engine -> the process whose thread follows its copy (a fork leaves the
-# thread behind: the child starts its own)
-_followers: weakref.WeakKeyDictionary[sa.engine.Engine, int] = weakref.WeakKeyDictionary()
-
-
-def _cache_of(engine: sa.engine.Engine) -> ProviderCache:
-    cache = _caches.get(engine)
-    if cache is None:
-        with _caches_lock:
-            cache = _caches.setdefault(engine, ProviderCache())
-    return cache
-
-
-def snapshot(connection: sa.engine.Connection, total: int | None = None) -> Snapshot:
-    """The providers of ``connection``'s database, from this process's copy
-    (``total`` as for ``ProviderCache.current``)."""
-    return _cache_of(connection.engine).current(connection, total)
-
-
-def follow(engine: sa.engine.Engine, interval: float = FOLLOW_INTERVAL) -> None:
-    """Keep this process's copy of ``engine``'s database following the
-    change record in the background, every ``interval`` seconds, once per
-    process. Requests still bring the copy up to date themselves, but
-    find it current or nearly so: without this, a worker idle while
-    thousands of providers changed (or forked from a process that read the
-    copy long ago) makes its next candidates request read them all, as
-    much as a second of it at 20 000 computes."""
-    with _caches_lock:
-        if _followers.get(engine) == os.getpid():
-            return
-        _followers[engine] = os.getpid()
-    threading.Thread(target=_follow, args=(weakref.ref(engine), interval),
-                     name="placement-provider-copy", daemon=True).start()
-
-
-def _follow(engine_ref: weakref.ref[sa.engine.Engine], interval: float) -> None:
-    failing = False
-    while True:
-        time.sleep(interval)
-        engine = engine_ref()
-        if engine is None or _followers.get(engine) != os.getpid():
-            return  # the engine is gone, or this thread was left behind by a fork
-        try:
-            with engine.connect() as connection:
-                _cache_of(engine).current(connection)
-            failing = False
-        except Exception as error:  # the database away: requests will say so
-            if not failing:
-                LOG.warning("The provider copy could not follow the database: %s", error)
-            failing = True
-        del engine
-
-
-def keep_within(engine: sa.engine.Engine, capacity: int) -> None:
-    """Bound what requests keep for ``engine``'s database to ``capacity``
-    bytes in this process."""
-    _cache_of(engine).keep_within(capacity)

@@ -1,0 +1,105 @@
+"""Trees as the search loads them: a tree's members (``TreeMembers``), and
+the first batches of trees kept between requests of one set of classes
+(``KeptBatch``), with the room left in their roots by class
+(``RootCapacities``) to answer which roots fit at once."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from placement.candidates.memo import Key
+from placement.candidates.model import Provider
+
+
+class BatchKey(Key["KeptBatch | bool"]):
+    """What a first batch of trees was loaded into, for requests of one
+    set of classes (True: only seen once, see
+    KeptStore.keep_once_asked_before)."""
+    # record_key: _SearchRecord (the requested classes)
+    # members_key: _Members (whole trees or not)
+    # batch: tuple[int, ...] (the anchors, in the order searched)
+    __slots__ = ()
+
+
+class TreeMembers(NamedTuple):
+    """The providers of a tree the search may use (``own``) and the sharing
+    providers of other trees serving it (``serving``), ids in id order. A
+    tree in an aggregate with sharing providers has them all as members:
+    the serving tuple is one object for all the trees it serves, so that
+    their member lists are made from one list of its records."""
+
+    own: tuple[int, ...]
+    serving: tuple[int, ...]
+    # every member in id order, when the serving ones do not all follow
+    # the own ones (None: ``own + serving`` is in id order)
+    interleaved: tuple[int, ...] | None
+
+    def ids(self) -> Iterable[int]:
+        return itertools.chain(self.own, self.serving)
+
+
+class KeptBatch:
+    """The members, usages and search records of a first batch of trees:
+    they hold while no provider changed (the copy's serial) and the
+    usages read for the batch are the same. ``capacities``: what
+    ``RootCapacities`` found of its roots, by class name."""
+
+    __slots__ = ("serial", "batch", "used", "member_ids", "records", "members", "all_usages",
+                 "capacities")
+
+    def __init__(self, serial: int, batch: list[int], used: dict[tuple[int, int], int],
+                 member_ids: dict[int, TreeMembers], records: dict[int, Provider],
+                 members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
+        self.serial = serial
+        self.batch = batch
+        self.used = used
+        self.member_ids = member_ids
+        self.records = records
+        self.members = members
+        self.all_usages = all_usages
+        self.capacities: dict[str, RootCapacities | None] = {}
+
+
+class RootCapacities:
+    """The roots of a batch with an inventory of one class, by the room
+    left in it (capacity less usage), ascending: those with room for an
+    amount are a tail of it, found by bisection and made a set at C speed.
+    Only where ``min_unit`` is 1, ``step_size`` 1 and every ``max_unit``
+    at least ``max_amount``, for amounts up to that: the unit rules then
+    hold whatever the amount (``InventoryUsage.fits``)."""
+
+    __slots__ = ("rooms", "anchors", "max_amount")
+
+    def __init__(self, rooms: list[int], anchors: list[int], max_amount: int):
+        self.rooms = rooms
+        self.anchors = anchors
+        self.max_amount = max_amount
+
+    @classmethod
+    def of(cls, batch: list[int], records: dict[int, Provider], class_name: str
+           ) -> RootCapacities | None:
+        """Those of the roots of ``batch``; None when some root's unit
+        rules are not so simple."""
+        rooms = []
+        max_amount = None
+        for anchor in batch:
+            inventory = records[anchor].inventories.get(class_name)
+            if inventory is None:
+                continue
+            if inventory.min_unit != 1 or inventory.step_size != 1:
+                return None
+            rooms.append((inventory.capacity - inventory.used, anchor))
+            max_amount = (inventory.max_unit if max_amount is None
+                          else min(max_amount, inventory.max_unit))
+        rooms.sort()
+        return cls([room for room, _ in rooms], [anchor for _, anchor in rooms],
+                   0 if max_amount is None else max_amount)
+
+    def with_room(self, amount: int) -> set[int] | None:
+        """The roots with room for ``amount``; None when beyond max_amount."""
+        if not 1 <= amount <= self.max_amount:
+            return None
+        return set(self.anchors[bisect.bisect_left(self.rooms, amount):])
