@@ -13,7 +13,7 @@ from oslo_middleware import cors, http_proxy_to_wsgi
 
 from placement import conf as placement_conf
 from placement import healthcheck, metrics, microversion, middleware, policies, router
-from placement.candidates import snapshot
+from placement.candidates import follower
 from placement.db import api as db_api
 from placement.db import migration
 
@@ -46,7 +46,7 @@ def database_from_conf(conf: cfg.ConfigOpts) -> db_api.Database:
 
 
 def _load_provider_copy(db: db_api.Database) -> None:
-    """Read the provider copy (placement.candidates.snapshot) before
+    """Read the provider copy (placement.candidates.provider_copy) before
     serving. Servers fork their workers from this process, or serve from
     it: each worker starts with the copy, and its first request reads only
     the providers changed since, not all of them (a second per 25 000
@@ -54,7 +54,7 @@ def _load_provider_copy(db: db_api.Database) -> None:
     still checks it against the change record."""
     try:
         with db.reader() as connection:
-            snapshot.snapshot(connection)
+            follower.current(connection)
     except db_exc.DBConnectionError as error:  # the first request will read it
         LOG.warning("The provider copy was not read at start-up: %s", error)
     db.dispose()  # no connection may cross the fork (database_from_conf)
@@ -131,12 +131,21 @@ def _authentication(application: Callable, conf: cfg.ConfigOpts,
                              {path: application for path in middleware.ANONYMOUS_PATHS})
 
 
+def _prepare_provider_copy(conf: cfg.ConfigOpts, db: db_api.Database, load: bool) -> None:
+    """Bound what requests keep of the provider copy, which follows the
+    database the readers read; with ``load``, read it now."""
+    follower.keep_within(db.reader_engine,
+                         conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
+    if load:
+        _load_provider_copy(db)
+
+
 def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
               load_provider_copy: bool = False) -> Callable:
     """The whole service: middleware layers around the dispatcher.
     ``load_provider_copy``: servers ask for the provider copy to be read
     now (see _load_provider_copy) and followed in the background by each
-    process that serves (snapshot.follow).
+    process that serves (follower.follow).
 
     Built from the inside out; a request meets them in the reverse order:
     request metrics (when enabled), request id, fault wrapper, proxy
@@ -155,11 +164,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
         metrics.enable(conf.metrics.multiprocess_dir)
     if db is None:
         db = database_from_conf(conf)
-    # the provider copy follows the database the readers read
-    snapshot.keep_within(db.reader_engine,
-                         conf.placement.allocation_candidates_cache_mb * 1024 * 1024)
-    if load_provider_copy:
-        _load_provider_copy(db)
+    _prepare_provider_copy(conf, db, load_provider_copy)
     services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
     dispatcher = router.Dispatcher()
     application: Callable = microversion.MicroversionMiddleware(dispatcher)
@@ -192,7 +197,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
                                                 fixed_paths=answered_before_auth)
     if load_provider_copy:
         application = middleware.InEachProcess(
-            application, functools.partial(snapshot.follow, db.reader_engine))
+            application, functools.partial(follower.follow, db.reader_engine))
     return application
 
 
@@ -200,7 +205,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
 # collections of a generation between collections of the next one. Python's
 # defaults (700, 10, 10) collect a few times per candidates response, each
 # time walking the objects the response and the provider copy
-# (placement.candidates.snapshot) hold: a third of the response's CPU
+# (placement.candidates.provider_copy) hold: a third of the response's CPU
 # time. Almost all garbage here is freed by reference counting; cycles wait
 # a little longer.
 GC_THRESHOLDS = (50_000, 20, 100)

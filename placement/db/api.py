@@ -15,7 +15,6 @@ import functools
 import logging as std_logging
 import os
 import sqlite3
-import sys
 import threading
 import time
 import weakref
@@ -32,7 +31,7 @@ from sqlalchemy import event, pool
 
 from placement import conf as placement_conf
 from placement import metrics
-from placement.db import sqlite_writers
+from placement.db import server_errors, sqlite_writers, tracing
 
 LOG = logging.getLogger(__name__)
 
@@ -188,11 +187,11 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
         engine = _mysql_engine(parsed, pool_options, db_conf.mysql_sql_mode)
     else:
         engine = sa.create_engine(parsed, **pool_options)
-    _log_statements(db_conf.connection_debug)
+    tracing.log_statements(db_conf.connection_debug)
     if db_conf.connection_trace:
         # Only when asked: any cursor listener makes SQLAlchemy dispatch
         # events on every statement (see the error listeners below).
-        event.listen(engine, "before_cursor_execute", _traced, retval=True)
+        tracing.trace_statements(engine)
     # Translate driver errors into oslo.db's (DBDuplicateEntry, DBDeadlock,
     # DBConnectionError...) so the object layer sees one vocabulary; this
     # also marks lost connections as disconnects, so that the pool drops
@@ -203,10 +202,10 @@ def create_engine(url: str, db_conf: cfg.ConfigOpts.GroupAttr | None = None
     # error that rolled back a savepoint to a later one, which nothing here
     # reads), and any such listener makes SQLAlchemy dispatch seven events
     # on each connection and statement, a tenth of a small request.
-    event.listen(engine, "handle_error", _mark_server_gone_as_disconnect)
+    event.listen(engine, "handle_error", server_errors.mark_server_gone_as_disconnect)
     event.listen(engine, "handle_error", exc_filters.handler, retval=True)
     # last: sees the oslo.db exception the error became
-    event.listen(engine, "handle_error", _count_database_error)
+    event.listen(engine, "handle_error", server_errors.count_database_error)
     return engine
 
 
@@ -216,87 +215,6 @@ def replica_engine(db_conf: cfg.ConfigOpts.GroupAttr) -> sa.engine.Engine | None
     if not db_conf.slave_connection:
         return None
     return create_engine(db_conf.slave_connection, db_conf)
-
-
-def _log_statements(connection_debug: int) -> None:
-    """``[placement_database] connection_debug``: SQLAlchemy logs each
-    statement at INFO, and each row at DEBUG, when its logger allows it (as
-    oslo.db sets it: 50 and above INFO, 100 DEBUG)."""
-    if connection_debug >= 100:
-        std_logging.getLogger("sqlalchemy.engine").setLevel(std_logging.DEBUG)
-    elif connection_debug >= 50:
-        std_logging.getLogger("sqlalchemy.engine").setLevel(std_logging.INFO)
-
-
-# Where the placement package is, to tell placement's frames from the
-# libraries' and name them from the package ("placement/db/migration.py").
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_PACKAGE_DIR = os.path.join(_PACKAGE_PARENT, "placement") + os.sep
-# How many of placement's innermost frames a traced statement names.
-TRACE_FRAMES = 3
-
-
-def _traced(_connection, _cursor, statement: str, parameters, _context, _many
-            ) -> tuple[str, object]:
-    """A ``before_cursor_execute`` listener (``connection_trace``): the
-    statement with a comment naming placement's code that ran it, innermost
-    first, outside this module."""
-    frames = []
-    frame = sys._getframe(1)
-    while frame is not None and len(frames) < TRACE_FRAMES:
-        path = frame.f_code.co_filename
-        if path.startswith(_PACKAGE_DIR) and path != __file__:
-            frames.append(f"{os.path.relpath(path, _PACKAGE_PARENT)}:{frame.f_lineno} "
-                          f"{frame.f_code.co_name}")
-        frame = frame.f_back
-    # No "%" (the drivers' parameter markers) nor "*/" in the comment.
-    comment = "; ".join(frames).replace("%", "").replace("*/", "")
-    return f"{statement}\n/* {comment} */", parameters
-
-
-def _count_database_error(context: sa.engine.ExceptionContext) -> None:
-    """A ``handle_error`` listener: counts the error in the metrics by the
-    oslo.db exception it became (or the driver's, untranslated). A failed
-    pool pre-ping is not counted: the pool replaces the connection and
-    nobody sees an error (``is_pre_ping``: SQLAlchemy 2.0.5 and later)."""
-    if not getattr(context, "is_pre_ping", False):
-        error = context.chained_exception or context.original_exception
-        metrics.count_database_error(type(error).__name__)
-
-
-# Errors of a server that is gone, going or not up yet, which neither
-# oslo.db nor the dialects all recognize as lost connections: MariaDB/MySQL
-# error numbers (shutdown in progress, connection killed, cannot connect,
-# server gone away, lost during query) and PostgreSQL SQLSTATEs (class 08,
-# connection exceptions; administrator or crash shutdown; cannot connect
-# now, as while the server starts or stops).
-_MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013,
-                                # a Galera node not (or no longer) part of
-                                # the cluster's primary component: "WSREP has
-                                # not yet prepared node for application use"
-                                1047})
-_POSTGRESQL_SERVER_GONE = ("08", "57P01", "57P02", "57P03")
-
-
-def _is_server_gone(dialect: sa.engine.Dialect, error: BaseException) -> bool:
-    driver_errors = dialect.loaded_dbapi
-    if dialect.name == "mysql":
-        return isinstance(error, driver_errors.Error) and bool(error.args) \
-            and error.args[0] in _MYSQL_SERVER_GONE
-    if dialect.name == "postgresql" and isinstance(error, driver_errors.OperationalError):
-        # psycopg's own connection failures (refused, closed by the
-        # server) carry no SQLSTATE.
-        sqlstate = getattr(error, "sqlstate", None)
-        return sqlstate is None or sqlstate.startswith(_POSTGRESQL_SERVER_GONE)
-    return False
-
-
-def _mark_server_gone_as_disconnect(context: sa.engine.ExceptionContext) -> None:
-    """A ``handle_error`` listener: such errors are disconnects, so that
-    oslo.db raises DBConnectionError (retried, then answered 503) and the
-    pool drops every connection to the server."""
-    if _is_server_gone(context.dialect, context.original_exception):
-        context.is_disconnect = True
 
 
 def is_serialization_failure(error: Exception) -> bool:
@@ -380,7 +298,7 @@ class Database:
                  replica: sa.engine.Engine | None = None):
         self.engine = engine
         # What reader() reads from: the process's provider copy and its
-        # kept answers follow this engine (placement.candidates.snapshot).
+        # kept answers follow this engine (placement.candidates.follower).
         self.reader_engine = replica if replica is not None else engine
         self.max_retries = max_retries
         self.is_sqlite = engine.dialect.name == "sqlite"
