@@ -11,39 +11,38 @@ from collections.abc import Callable, Iterable
 
 import webob
 
-from placement import errors, metrics, microversion, query, wsgi_util
+from placement import errors, metrics, microversion, query, versions, wsgi_util
 from placement.candidates import explain, find
-from placement.candidates.filters import TraitFilter
-from placement.candidates.find import (
+from placement.candidates.answers import (
     AllocationRequest,
     Candidates,
     OneProviderRequest,
     ProviderSummary,
-    RequestGroup,
-    SearchOptions,
     SpreadRequest,
 )
+from placement.candidates.filters import TraitFilter
 from placement.candidates.memo import Key
+from placement.candidates.model import RequestGroup, SearchOptions
 from placement.context import RequestContext
-from placement.microversion import Version
 from placement.schemas import allocation_candidate as schema
+from placement.versions import Version
 
 GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
 
 
-@microversion.requires(microversion.ALLOCATION_CANDIDATES)
+@microversion.requires(versions.ALLOCATION_CANDIDATES)
 def list_allocation_candidates(request: webob.Request) -> webob.Response:
     context, version, groups, options = _searched(
         request, "placement:allocation_candidates:list", schema.query_schema)
     with context.db.reader() as connection:
         candidates = find.find(
             connection, groups, options,
-            summarize_all_classes=version >= microversion.ALL_CLASSES_IN_SUMMARIES)
+            summarize_all_classes=version >= versions.ALL_CLASSES_IN_SUMMARIES)
     metrics.observe_allocation_candidates(len(candidates.allocation_requests))
     return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 
 
-@microversion.requires(microversion.ALLOCATION_CANDIDATES)
+@microversion.requires(versions.ALLOCATION_CANDIDATES)
 def explain_allocation_candidates(request: webob.Request) -> webob.Response:
     """GET /allocation_candidates/explain: the query of the candidates (and
     ``provider=<uuid>``, repeatable) answered with the funnel of its
@@ -78,16 +77,16 @@ def _search_request(request: webob.Request, version: Version, query_schema: dict
     the ``[placement]`` configuration ``placement_conf``)."""
     wsgi_util.query_params(request, query_schema)
     root_traits = TraitFilter()
-    if version >= microversion.ROOT_REQUIRED:
+    if version >= versions.ROOT_REQUIRED:
         root_traits = query.parse_root_required(
             wsgi_util.query_values(request, "root_required"))
     same_subtree = []
-    if version >= microversion.SAME_SUBTREE:
+    if version >= versions.SAME_SUBTREE:
         same_subtree = query.parse_same_subtree(
             wsgi_util.query_values(request, "same_subtree"))
     groups = _parse_groups(request, version)
     _check_group_structure(groups, same_subtree, version)
-    if version >= microversion.FORBIDDEN_TRAITS:
+    if version >= versions.FORBIDDEN_TRAITS:
         _check_trait_conflicts(groups)
     group_policy = _first_value(request, "group_policy", query_schema)
     if group_policy is None and sum(group.granular for group in groups) > 1:
@@ -100,7 +99,7 @@ def _search_request(request: webob.Request, version: Version, query_schema: dict
         group_policy=group_policy,
         root_traits=root_traits,
         same_subtree=same_subtree,
-        nested_aware=version >= microversion.NESTED_CANDIDATES,
+        nested_aware=version >= versions.NESTED_CANDIDATES,
         limit=_limit(limit),
         max_candidates=placement_conf.max_allocation_candidates,
         randomize=placement_conf.randomize_allocation_candidates,
@@ -178,7 +177,7 @@ def _parse_groups(request: webob.Request, version: Version) -> list[RequestGroup
 
 def _check_group_structure(groups: list[RequestGroup], same_subtree: list[list[str]],
                            version: Version) -> None:
-    if version >= microversion.SAME_SUBTREE:
+    if version >= versions.SAME_SUBTREE:
         _check_resourceless_groups(groups, same_subtree)
         return
     resourceless = [group for group in groups if not group.resources]
@@ -244,10 +243,10 @@ def _body(candidates: Candidates, version: Version) -> wsgi_util.JSONFragment:
     kept answer serves several requests). A provider summary keeps its
     own JSON per format (a summary serves every answer while its provider
     and usages are the same); the allocation requests are an answer's own."""
-    request_format = (version >= microversion.DICT_ALLOCATIONS,
-                      version >= microversion.MAPPINGS)
-    summary_format = (version >= microversion.CANDIDATE_SUMMARY_TRAITS,
-                      version >= microversion.NESTED_CANDIDATES)
+    request_format = (version >= versions.DICT_ALLOCATIONS,
+                      version >= versions.MAPPINGS)
+    summary_format = (version >= versions.CANDIDATE_SUMMARY_TRAITS,
+                      version >= versions.NESTED_CANDIDATES)
     body_key = _RenderedAs((request_format, summary_format))
     body = candidates.rendered.get(body_key)
     if body is None:
