@@ -12,7 +12,7 @@ import reprlib
 
 import webob.exc
 
-from placement import exceptions
+from placement import exceptions, versions
 
 DEFAULT = "placement.undefined_code"
 # The codes of domain errors, which their exception classes carry.
@@ -32,8 +32,6 @@ DATABASE_UNAVAILABLE = "placement.database.unavailable"
 # outage takes the node out of its load balancer by /healthcheck).
 RETRY_AFTER_SECONDS = 1
 
-# Set by the microversion layer; read here to decide whether ``code`` is shown.
-MICROVERSION_ENVIRON = "placement.microversion"
 REQUEST_ID_ENVIRON = "openstack.request_id"
 # Where the code of an error response is left, whatever the microversion,
 # for the request metrics (placement.middleware.RequestMetrics).
@@ -68,11 +66,9 @@ def json_error_formatter(body: str, status: str, title: str, environ: dict,
         "request_id": environ.get(REQUEST_ID_ENVIRON),
     }
     environ[CODE_ENVIRON] = code or DEFAULT
-    # Imported here: placement.microversion builds its errors with this module.
-    from placement import microversion
-
-    version = environ.get(MICROVERSION_ENVIRON)
-    if version is not None and version >= microversion.ERROR_CODES:
+    # set by the microversion layer: ``code`` is shown from 1.23
+    version = environ.get(versions.ENVIRON_KEY)
+    if version is not None and version >= versions.ERROR_CODES:
         error["code"] = code or DEFAULT
     if extra:
         error.update(extra)

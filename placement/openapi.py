@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from placement import microversion
+from placement import versions as mv
 from placement.schemas import (
     aggregate,
     allocation,
@@ -40,7 +40,7 @@ from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
 EXTENSION = "x-openstack-microversions"
-NEWEST = str(microversion.MAX_VERSION)
+NEWEST = str(mv.MAX_VERSION)
 PATH_VARIABLE = re.compile(r"{([^}]+)}")
 
 # Statuses any operation can answer, whatever it does: an unparsable (400)
@@ -51,15 +51,15 @@ COMMON_ERRORS = (400, 404, 406, 500)
 
 # A range of microversions: first and last (None: the newest), as versions
 # or as strings.
-Range = tuple["str | microversion.Version", "str | microversion.Version | None"]
+Range = tuple["str | mv.Version", "str | mv.Version | None"]
 
 
-def since(version: microversion.Version) -> Range:
+def since(version: mv.Version) -> Range:
     """The range from ``version`` to the newest."""
     return (version, None)
 
 
-SchemaSource = Callable[[microversion.Version], "dict | None"]
+SchemaSource = Callable[[mv.Version], "dict | None"]
 
 
 def always(schema: dict) -> SchemaSource:
@@ -84,7 +84,7 @@ class Outcome:
 class Operation:
     summary: str
     outcomes: tuple[Outcome, ...]
-    available: Range = since(microversion.MIN_VERSION)
+    available: Range = since(mv.MIN_VERSION)
     # What a request outside ``available`` gets (the spec's gate status).
     unavailable_status: int = 404
     # The schemas the handler validates its request body and query string
@@ -97,16 +97,16 @@ class Operation:
     authenticated: bool = True
 
 
-def _renamed_until_1_6(version: microversion.Version) -> dict | None:
+def _renamed_until_1_6(version: mv.Version) -> dict | None:
     """PUT /resource_classes/{name} takes the new name as a body until it
     becomes a body-less create-or-verify."""
-    if version >= microversion.RESOURCE_CLASS_CREATE_OR_VERIFY:
+    if version >= mv.RESOURCE_CLASS_CREATE_OR_VERIFY:
         return None
     return resource_class.RESOURCE_CLASS
 
 
-def _total_usages_query(version: microversion.Version) -> dict:
-    if version >= microversion.CONSUMER_TYPES:
+def _total_usages_query(version: mv.Version) -> dict:
+    if version >= mv.CONSUMER_TYPES:
         return usage.USAGES_QUERY_V1_38
     return usage.USAGES_QUERY
 
@@ -134,34 +134,34 @@ def operations() -> dict[tuple[str, str], Operation]:
         # resource classes
         ("/resource_classes", "GET"): Operation(
             "List all resource classes, standard and custom.",
-            (ok(responses.RESOURCE_CLASSES),), available=since(microversion.RESOURCE_CLASSES),
+            (ok(responses.RESOURCE_CLASSES),), available=since(mv.RESOURCE_CLASSES),
             errors=_protected()),
         ("/resource_classes", "POST"): Operation(
             "Create a custom resource class.",
             (Outcome(201, location=True, description="Created."),),
-            available=since(microversion.RESOURCE_CLASSES),
+            available=since(mv.RESOURCE_CLASSES),
             body=always(resource_class.RESOURCE_CLASS),
             errors=WRITE_JSON),
         ("/resource_classes/{name}", "GET"): Operation(
             "Show a resource class.",
-            (ok(responses.RESOURCE_CLASS),), available=since(microversion.RESOURCE_CLASSES),
+            (ok(responses.RESOURCE_CLASS),), available=since(mv.RESOURCE_CLASSES),
             errors=_protected()),
         ("/resource_classes/{name}", "PUT"): Operation(
             "Rename a custom resource class (1.2-1.6, JSON body) or create it if "
             "missing (1.7+, no body).",
             (Outcome(200, responses.RESOURCE_CLASS,
-                     versions=(microversion.RESOURCE_CLASSES,
-                               microversion.RESOURCE_CLASS_CREATE_OR_VERIFY.before()),
+                     versions=(mv.RESOURCE_CLASSES,
+                               mv.RESOURCE_CLASS_CREATE_OR_VERIFY.before()),
                      description="Renamed."),
-             Outcome(201, versions=since(microversion.RESOURCE_CLASS_CREATE_OR_VERIFY),
+             Outcome(201, versions=since(mv.RESOURCE_CLASS_CREATE_OR_VERIFY),
                      location=True, description="Created."),
-             Outcome(204, versions=since(microversion.RESOURCE_CLASS_CREATE_OR_VERIFY),
+             Outcome(204, versions=since(mv.RESOURCE_CLASS_CREATE_OR_VERIFY),
                      location=True, description="Already existed.")),
-            available=since(microversion.RESOURCE_CLASSES), body=_renamed_until_1_6,
+            available=since(mv.RESOURCE_CLASSES), body=_renamed_until_1_6,
             errors=WRITE_JSON),
         ("/resource_classes/{name}", "DELETE"): Operation(
             "Delete a custom resource class not used by any inventory.",
-            (deleted,), available=since(microversion.RESOURCE_CLASSES), errors=_protected(409)),
+            (deleted,), available=since(mv.RESOURCE_CLASSES), errors=_protected(409)),
         # resource providers
         ("/resource_providers", "GET"): Operation(
             "List resource providers, optionally filtered.",
@@ -169,11 +169,11 @@ def operations() -> dict[tuple[str, str], Operation]:
             errors=_protected()),
         ("/resource_providers", "POST"): Operation(
             "Create a resource provider.",
-            (Outcome(201, versions=(microversion.MIN_VERSION,
-                                    microversion.POST_PROVIDER_RETURNS_BODY.before()),
+            (Outcome(201, versions=(mv.MIN_VERSION,
+                                    mv.POST_PROVIDER_RETURNS_BODY.before()),
                      location=True, description="Created."),
              Outcome(200, responses.RESOURCE_PROVIDER,
-                     versions=since(microversion.POST_PROVIDER_RETURNS_BODY), location=True,
+                     versions=since(mv.POST_PROVIDER_RETURNS_BODY), location=True,
                      cache_headers=True, description="Created.")),
             body=resource_provider.post_schema, errors=WRITE_JSON),
         (RP, "GET"): Operation(
@@ -201,7 +201,7 @@ def operations() -> dict[tuple[str, str], Operation]:
             errors=WRITE_JSON),
         (RP + "/inventories", "DELETE"): Operation(
             "Delete all of the provider's inventories.",
-            (deleted,), available=since(microversion.DELETE_ALL_INVENTORIES),
+            (deleted,), available=since(mv.DELETE_ALL_INVENTORIES),
             unavailable_status=405,
             errors=_protected(405, 409)),
         (RP + "/inventories/{resource_class}", "GET"): Operation(
@@ -220,11 +220,11 @@ def operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.PROVIDER_USAGES),), errors=_protected()),
         (RP + "/aggregates", "GET"): Operation(
             "List the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=since(microversion.PROVIDER_AGGREGATES),
+            (ok(responses.AGGREGATES),), available=since(mv.PROVIDER_AGGREGATES),
             errors=_protected()),
         (RP + "/aggregates", "PUT"): Operation(
             "Replace the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=since(microversion.PROVIDER_AGGREGATES),
+            (ok(responses.AGGREGATES),), available=since(mv.PROVIDER_AGGREGATES),
             body=aggregate.put_schema,
             errors=WRITE_JSON),
         (RP + "/allocations", "GET"): Operation(
@@ -232,19 +232,19 @@ def operations() -> dict[tuple[str, str], Operation]:
             (ok(responses.PROVIDER_ALLOCATIONS),), errors=_protected()),
         (RP + "/traits", "GET"): Operation(
             "List the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=since(microversion.TRAITS),
+            (ok(responses.PROVIDER_TRAITS),), available=since(mv.TRAITS),
             errors=_protected()),
         (RP + "/traits", "PUT"): Operation(
             "Replace the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=since(microversion.TRAITS),
+            (ok(responses.PROVIDER_TRAITS),), available=since(mv.TRAITS),
             body=always(trait.SET_PROVIDER_TRAITS_SCHEMA), errors=WRITE_JSON),
         (RP + "/traits", "DELETE"): Operation(
             "Remove all traits from the provider.",
-            (deleted,), available=since(microversion.TRAITS), errors=_protected(409)),
+            (deleted,), available=since(mv.TRAITS), errors=_protected(409)),
         # allocations
         ("/allocations", "POST"): Operation(
             "Set the allocations of several consumers at once, atomically.",
-            (Outcome(204, description="Written."),), available=since(microversion.POST_ALLOCATIONS),
+            (Outcome(204, description="Written."),), available=since(mv.POST_ALLOCATIONS),
             body=allocation.post_schema, errors=WRITE_JSON),
         ("/allocations/{consumer_uuid}", "GET"): Operation(
             "Show a consumer's allocations.",
@@ -260,7 +260,7 @@ def operations() -> dict[tuple[str, str], Operation]:
             "Sets of providers that could satisfy a request, as allocation requests "
             "plus summaries of the providers involved.",
             (ok(responses.ALLOCATION_CANDIDATES),),
-            available=since(microversion.ALLOCATION_CANDIDATES),
+            available=since(mv.ALLOCATION_CANDIDATES),
             query=allocation_candidate.query_schema, errors=_protected()),
         ("/allocation_candidates/explain", "GET"): Operation(
             "Why the same query gets the candidates it gets: for each request group the "
@@ -270,35 +270,35 @@ def operations() -> dict[tuple[str, str], Operation]:
             "ruling it out. Admin only by default.",
             (Outcome(200, responses.ALLOCATION_CANDIDATES_EXPLAIN,
                      description="The explanation."),),
-            available=since(microversion.ALLOCATION_CANDIDATES),
+            available=since(mv.ALLOCATION_CANDIDATES),
             query=allocation_candidate.explain_query_schema,
             errors=_protected()),
         # traits
         ("/traits", "GET"): Operation(
             "List traits, optionally filtered.",
-            (ok(responses.TRAITS),), available=since(microversion.TRAITS),
+            (ok(responses.TRAITS),), available=since(mv.TRAITS),
             query=always(trait.LIST_QUERY_SCHEMA), errors=_protected()),
         ("/traits/{name}", "GET"): Operation(
             "Check that a trait exists.",
             (Outcome(204, cache_headers=True, description="The trait exists."),),
-            available=since(microversion.TRAITS), errors=_protected()),
+            available=since(mv.TRAITS), errors=_protected()),
         ("/traits/{name}", "PUT"): Operation(
             "Create a custom trait if it does not exist.",
             (Outcome(201, location=True, cache_headers=True, description="Created."),
              Outcome(204, location=True, cache_headers=True, description="Already existed.")),
-            available=since(microversion.TRAITS), errors=_protected()),
+            available=since(mv.TRAITS), errors=_protected()),
         ("/traits/{name}", "DELETE"): Operation(
             "Delete a custom trait no provider has.",
-            (deleted,), available=since(microversion.TRAITS), errors=_protected(409)),
+            (deleted,), available=since(mv.TRAITS), errors=_protected(409)),
         ("/usages", "GET"): Operation(
             "Total usage of a project (and user), by resource class; by consumer "
             "type from 1.38.",
-            (ok(responses.TOTAL_USAGES),), available=since(microversion.USAGES),
+            (ok(responses.TOTAL_USAGES),), available=since(mv.USAGES),
             query=_total_usages_query, errors=_protected()),
         ("/reshaper", "POST"): Operation(
             "Atomically replace the inventories of several providers and the "
             "allocations of several consumers.",
-            (Outcome(204, description="Reshaped."),), available=since(microversion.RESHAPER),
+            (Outcome(204, description="Reshaped."),), available=since(mv.RESHAPER),
             body=reshaper.reshape_schema, errors=WRITE_JSON),
     }
 
@@ -306,7 +306,7 @@ def operations() -> dict[tuple[str, str], Operation]:
 # --- building the document -------------------------------------------------------
 
 
-def _range(first: str | microversion.Version, last: str | microversion.Version | None
+def _range(first: str | mv.Version, last: str | mv.Version | None
            ) -> dict:
     return {"min": str(first), "max": str(last or NEWEST)}
 
@@ -328,20 +328,20 @@ def _variants(source: SchemaSource, available: Range) -> list[Variant]:
     return variants
 
 
-def versions_in(available: Range) -> list[microversion.Version]:
+def versions_in(available: Range) -> list[mv.Version]:
     """Every microversion of the ``available`` range."""
-    first = microversion.parse(available[0])
-    last = microversion.parse(available[1] or NEWEST)
+    first = mv.parse(available[0])
+    last = mv.parse(available[1] or NEWEST)
     return [first._replace(minor=minor) for minor in range(first.minor, last.minor + 1)]
 
 
 def _clipped(variants: list[Variant], versions: Range) -> list[Variant]:
     """The variants restricted to the ``versions`` range."""
-    first, last = microversion.parse(versions[0]), microversion.parse(versions[1] or NEWEST)
+    first, last = mv.parse(versions[0]), mv.parse(versions[1] or NEWEST)
     clipped = []
     for variant in variants:
-        start = max(first, microversion.parse(variant.min_version))
-        end = min(last, microversion.parse(variant.max_version or NEWEST))
+        start = max(first, mv.parse(variant.min_version))
+        end = min(last, mv.parse(variant.max_version or NEWEST))
         if start <= end:
             clipped.append(Variant(str(start), str(end), variant.schema))
     return clipped
@@ -381,8 +381,8 @@ def _success_headers(outcome: Outcome) -> dict:
     if outcome.cache_headers:
         headers["last-modified"] = _header(
             "RFC 1123 date of the newest change of what the body represents.",
-            since(microversion.CACHE_HEADERS))
-        headers["cache-control"] = _header("Always no-cache.", since(microversion.CACHE_HEADERS),
+            since(mv.CACHE_HEADERS))
+        headers["cache-control"] = _header("Always no-cache.", since(mv.CACHE_HEADERS),
                                            enum=["no-cache"])
     return headers
 
@@ -401,11 +401,11 @@ def _response(outcome: Outcome) -> dict:
     return response
 
 
-def _spans(versions: list[microversion.Version]) -> list[dict]:
+def _spans(versions: list[mv.Version]) -> list[dict]:
     """Sorted versions as ranges of consecutive ones."""
     spans: list[dict] = []
     for version in versions:
-        if spans and microversion.parse(spans[-1]["max"]) == version._replace(
+        if spans and mv.parse(spans[-1]["max"]) == version._replace(
                 minor=version.minor - 1):
             spans[-1]["max"] = str(version)
         else:
@@ -439,11 +439,11 @@ def _query_parameters(source: SchemaSource, available: Range) -> list[dict]:
             pattern_schemas.setdefault(pattern, schema)
             patterns.setdefault(pattern, []).append(version)
     parameters = []
-    for name, versions in accepted.items():
-        spans = _spans(versions)
+    for name, accepted_at in accepted.items():
+        spans = _spans(accepted_at)
         parameter = {"name": name, "in": "query", "schema": copy.deepcopy(schemas[name]),
                      EXTENSION: _spans_extension(spans)}
-        if required.get(name) == versions:
+        if required.get(name) == accepted_at:
             parameter["required"] = True
         elif name in required:
             parameter["description"] = "Required at " + ", ".join(
@@ -617,7 +617,7 @@ def _document(served: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> di
 # --- reading the document ----------------------------------------------------------
 
 
-def _in_range(node: dict, version: microversion.Version) -> bool:
+def _in_range(node: dict, version: mv.Version) -> bool:
     versions = node.get(EXTENSION)
     return versions is None or version.matches(versions["min"], versions["max"])
 
@@ -633,7 +633,7 @@ def _resolved(node: dict, document: dict) -> dict:
 
 
 def response_schema(document: dict, path: str, method: str, status: int,
-                    version: microversion.Version | None) -> dict | None:
+                    version: mv.Version | None) -> dict | None:
     """The schema a response body must match: the variants, in ``document``,
     of the documented response of ``path`` (a route-table template) and ``method``
     with ``status`` that apply at ``version`` (None: a microversion

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from oslo_utils import uuidutils
 
-from placement import errors, microversion
+from placement import errors, versions
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.microversion import Version
 from placement.objects import aggregate
 from placement.objects.resource_provider import normalize_uuid
+from placement.versions import Version
 
 _ANY_OF_PREFIX = "in:"
 _FORBIDDEN_PREFIX = "!"
@@ -63,12 +63,12 @@ def parse_required(values: list[str], version: Version) -> TraitFilter:
     Below 1.39 only the last occurrence counts and ``in:`` is refused;
     from 1.39 all occurrences are ANDed. ``!`` (forbidden) from 1.22.
     """
-    allow_any_of = version >= microversion.ANY_OF_TRAITS
+    allow_any_of = version >= versions.ANY_OF_TRAITS
     if not allow_any_of:
         values = values[-1:]
     result = TraitFilter()
     for value in values:
-        _parse_trait_value(value, result, version >= microversion.FORBIDDEN_TRAITS, allow_any_of)
+        _parse_trait_value(value, result, version >= versions.FORBIDDEN_TRAITS, allow_any_of)
     result.required = _each_once(result.required)
     return result
 
@@ -138,7 +138,7 @@ def _parse_trait_value(value: str, into: TraitFilter, allow_forbidden: bool,
 
 def parse_member_of(values: list[str], version: Version, suffix: str = "") -> AggregateFilter:
     """Every occurrence of ``member_of<suffix>``, in query order."""
-    if len(values) > 1 and version < microversion.MULTIPLE_MEMBER_OF:
+    if len(values) > 1 and version < versions.MULTIPLE_MEMBER_OF:
         raise errors.bad_request(f"Multiple member_of{suffix} parameters are not supported")
     result = AggregateFilter()
     for value in values:
@@ -146,7 +146,7 @@ def parse_member_of(values: list[str], version: Version, suffix: str = "") -> Ag
         if not forbidden:
             result.required.append(aggregates)
             continue
-        if version < microversion.FORBIDDEN_MEMBER_OF:
+        if version < versions.FORBIDDEN_MEMBER_OF:
             raise errors.bad_request(
                 "Forbidden member_of parameters are not supported in the specified "
                 "microversion")

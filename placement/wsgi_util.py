@@ -17,7 +17,7 @@ import webob.exc
 from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 
-from placement import errors, microversion, request_data
+from placement import errors, request_data, versions
 from placement.context import RequestContext
 from placement.microversion import version_of
 
@@ -186,7 +186,7 @@ def _http_date(stamp: datetime.datetime | None) -> str:
 
 def _with_cache_headers(request: webob.Request, response: webob.Response,
                         last_modified: datetime.datetime | None) -> None:
-    if version_of(request) >= microversion.CACHE_HEADERS:
+    if version_of(request) >= versions.CACHE_HEADERS:
         # Appended as they are: WebOb's header properties parse and format
         # each value again.
         response.headerlist.extend([

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import webob
 
-from placement import errors, microversion, wsgi_util
+from placement import errors, microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import aggregate as aggregate_obj
@@ -15,7 +15,7 @@ from placement.schemas import aggregate as schema
 def _response(request: webob.Request, aggregate_uuids: list[str],
               provider: rp_obj.ResourceProvider) -> webob.Response:
     body: dict = {"aggregates": aggregate_uuids}
-    if microversion.version_of(request) >= microversion.AGGREGATE_GENERATION:
+    if microversion.version_of(request) >= versions.AGGREGATE_GENERATION:
         body["resource_provider_generation"] = provider.generation
     # Aggregates are computed data: Last-Modified is now.
     return wsgi_util.json_response(request, body, cache_headers=True)
@@ -24,7 +24,7 @@ def _response(request: webob.Request, aggregate_uuids: list[str],
 def _require_version(request: webob.Request) -> None:
     """404 below 1.1. Called after the media-type check, which comes first
     on these routes."""
-    if not microversion.version_of(request).matches(microversion.PROVIDER_AGGREGATES):
+    if not microversion.version_of(request).matches(versions.PROVIDER_AGGREGATES):
         raise errors.not_found()
 
 
@@ -48,7 +48,7 @@ def set_aggregates(request: webob.Request) -> webob.Response:
     uuid = request.urlvars["uuid"]
     handler_util.require_provider(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
-    if version >= microversion.AGGREGATE_GENERATION:
+    if version >= versions.AGGREGATE_GENERATION:
         given, generation = data["aggregates"], data["resource_provider_generation"]
     else:
         given, generation = data, None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import webob
 from oslo_utils import uuidutils
 
-from placement import errors, microversion, wsgi_util
+from placement import errors, microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import allocation as allocation_obj
@@ -24,7 +24,7 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
         provider = handler_util.path_provider(
             connection, request, "Resource provider '{uuid}' not found: {error}")
         view = allocation_obj.get_for_provider(connection, provider)
-    if microversion.version_of(request) < microversion.CONSUMER_GENERATION:
+    if microversion.version_of(request) < versions.CONSUMER_GENERATION:
         for entry in view.allocations.values():
             del entry["consumer_generation"]
     body = {"allocations": view.allocations,
@@ -41,12 +41,12 @@ def list_for_consumer(request: webob.Request) -> webob.Response:
         view = allocation_obj.get_for_consumer(connection, request.urlvars["consumer_uuid"])
     body: dict = {"allocations": view.allocations}
     version = microversion.version_of(request)
-    if view.consumer is not None and version >= microversion.DICT_ALLOCATIONS:
+    if view.consumer is not None and version >= versions.DICT_ALLOCATIONS:
         body["project_id"] = view.consumer.project_id
         body["user_id"] = view.consumer.user_id
-        if version >= microversion.CONSUMER_GENERATION:
+        if version >= versions.CONSUMER_GENERATION:
             body["consumer_generation"] = view.consumer.generation
-        if version >= microversion.CONSUMER_TYPES:
+        if version >= versions.CONSUMER_TYPES:
             body["consumer_type"] = view.consumer.consumer_type
     return wsgi_util.json_response(request, body, cache_headers=True,
                                    last_modified=view.last_modified)
@@ -93,14 +93,14 @@ def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
     consumer_uuid = _normalised_consumer_uuid(request.urlvars["consumer_uuid"])
     version = microversion.version_of(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
-    if version < microversion.DICT_ALLOCATIONS:
+    if version < versions.DICT_ALLOCATIONS:
         data["allocations"] = _list_form_to_dict_form(data["allocations"])
     return _write(request, [handler_util.consumer_request(request, consumer_uuid, data)],
                   lambda error: f"Unable to allocate inventory for consumer "
                                 f"{consumer_uuid}: {error}")
 
 
-@microversion.requires(microversion.POST_ALLOCATIONS)
+@microversion.requires(versions.POST_ALLOCATIONS)
 def set_allocations(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 import webob
 import webob.exc
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, exceptions, microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import inventory as inventory_obj
@@ -29,7 +29,7 @@ POLICY = "placement:resource_providers:inventories:"
 
 
 def _reserved_may_equal_total(request: webob.Request) -> bool:
-    return microversion.version_of(request) >= microversion.RESERVED_MAY_EQUAL_TOTAL
+    return microversion.version_of(request) >= versions.RESERVED_MAY_EQUAL_TOTAL
 
 
 def _write(request: webob.Request,
@@ -186,7 +186,7 @@ def set_inventories(request: webob.Request) -> webob.Response:
         cache_headers=True)
 
 
-@microversion.requires(microversion.DELETE_ALL_INVENTORIES, status=webob.exc.HTTPMethodNotAllowed)
+@microversion.requires(versions.DELETE_ALL_INVENTORIES, status=webob.exc.HTTPMethodNotAllowed)
 def delete_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.context_of(request).can(POLICY + "delete")
     uuid = handler_util.require_provider(request).uuid

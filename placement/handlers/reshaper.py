@@ -7,7 +7,7 @@ import re
 
 import webob
 
-from placement import errors, microversion, wsgi_util
+from placement import errors, microversion, versions, wsgi_util
 from placement.handlers import util as handler_util
 from placement.objects import allocation as allocation_obj
 from placement.objects import inventory as inventory_obj
@@ -17,7 +17,7 @@ from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
 
-@microversion.requires(microversion.RESHAPER)
+@microversion.requires(versions.RESHAPER)
 def reshape(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 import webob
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, exceptions, microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.objects import resource_class as rc_obj
 from placement.objects.resource_class import ResourceClass
@@ -23,7 +23,7 @@ def _representation(request: webob.Request, resource_class: ResourceClass) -> di
             "links": [{"rel": "self", "href": _location(request, resource_class.name)}]}
 
 
-@microversion.requires(microversion.RESOURCE_CLASSES)
+@microversion.requires(versions.RESOURCE_CLASSES)
 def list_resource_classes(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -36,7 +36,7 @@ def list_resource_classes(request: webob.Request) -> webob.Response:
         last_modified=wsgi_util.newest(rc.updated_at or rc.created_at for rc in classes))
 
 
-@microversion.requires(microversion.RESOURCE_CLASSES)
+@microversion.requires(versions.RESOURCE_CLASSES)
 def get_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -48,7 +48,7 @@ def get_resource_class(request: webob.Request) -> webob.Response:
         last_modified=resource_class.updated_at or resource_class.created_at)
 
 
-@microversion.requires(microversion.RESOURCE_CLASSES)
+@microversion.requires(versions.RESOURCE_CLASSES)
 def create_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
@@ -59,9 +59,9 @@ def create_resource_class(request: webob.Request) -> webob.Response:
                                     location=_location(request, data["name"]))
 
 
-@microversion.requires(microversion.RESOURCE_CLASSES)
+@microversion.requires(versions.RESOURCE_CLASSES)
 def update_resource_class(request: webob.Request) -> webob.Response:
-    if microversion.version_of(request) >= microversion.RESOURCE_CLASS_CREATE_OR_VERIFY:
+    if microversion.version_of(request) >= versions.RESOURCE_CLASS_CREATE_OR_VERIFY:
         return _create_or_verify(request)
     return _rename(request)
 
@@ -94,7 +94,7 @@ def _create_or_verify(request: webob.Request) -> webob.Response:
     return wsgi_util.empty_response(request, status=status, location=_location(request, name))
 
 
-@microversion.requires(microversion.RESOURCE_CLASSES)
+@microversion.requires(versions.RESOURCE_CLASSES)
 def delete_resource_class(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can(POLICY + "delete")

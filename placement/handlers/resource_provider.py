@@ -10,7 +10,7 @@ from typing import NamedTuple
 import webob
 from oslo_utils import uuidutils
 
-from placement import errors, exceptions, microversion, query, wsgi_util
+from placement import errors, exceptions, microversion, query, versions, wsgi_util
 from placement.candidates import lists as provider_lists
 from placement.candidates.memo import Key, Memo
 from placement.db import api as db_api
@@ -23,12 +23,12 @@ from placement.schemas import resource_provider as schema
 # The provider's links, each with the version that added it, in that
 # order: a version shows the first few.
 _LINKS = (
-    (microversion.MIN_VERSION, "self", ""),
-    (microversion.MIN_VERSION, "inventories", "/inventories"),
-    (microversion.MIN_VERSION, "usages", "/usages"),
-    (microversion.PROVIDER_AGGREGATES, "aggregates", "/aggregates"),
-    (microversion.TRAITS, "traits", "/traits"),
-    (microversion.PROVIDER_ALLOCATIONS_LINK, "allocations", "/allocations"),
+    (versions.MIN_VERSION, "self", ""),
+    (versions.MIN_VERSION, "inventories", "/inventories"),
+    (versions.MIN_VERSION, "usages", "/usages"),
+    (versions.PROVIDER_AGGREGATES, "aggregates", "/aggregates"),
+    (versions.TRAITS, "traits", "/traits"),
+    (versions.PROVIDER_ALLOCATIONS_LINK, "allocations", "/allocations"),
 )
 
 # Providers' JSON, made once per form (URL prefix, links shown, tree
@@ -51,7 +51,7 @@ def _form(request: webob.Request) -> _Form:
     return _Form(wsgi_util.url(request, "/resource_providers/"),
                  next((count for count, (since, _, _) in enumerate(_LINKS) if version < since),
                       len(_LINKS)),
-                 version >= microversion.PROVIDER_TREES)
+                 version >= versions.PROVIDER_TREES)
 
 
 def _representations(request: webob.Request, providers: list[rp_obj.ResourceProvider]
@@ -118,7 +118,7 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
         raise errors.bad_request(
             f'Unable to create resource provider "{name}", {uuid}: {error}') from None
     location = wsgi_util.url(request, f"/resource_providers/{provider.uuid}")
-    if version >= microversion.POST_PROVIDER_RETURNS_BODY:
+    if version >= versions.POST_PROVIDER_RETURNS_BODY:
         return _provider_response(request, provider, location=location)
     return wsgi_util.empty_response(request, status=201, location=location)
 
@@ -144,7 +144,7 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
         provider = db_api.write(
             context.db, rp_obj.update, uuid, data["name"],
             data.get("parent_provider_uuid", rp_obj.UNCHANGED),
-            allow_reparenting=version >= microversion.REPARENTING)
+            allow_reparenting=version >= versions.REPARENTING)
     except rp_obj.DuplicateProvider as error:
         raise errors.conflict(
             f"Conflicting resource provider {data['name']} already exists.",

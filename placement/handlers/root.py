@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import webob
 
-from placement import microversion, wsgi_util
+from placement import versions, wsgi_util
 
 
 def home(request: webob.Request) -> webob.Response:
     body = {
         "versions": [{
             "id": "v1.0",
-            "max_version": str(microversion.MAX_VERSION),
-            "min_version": str(microversion.MIN_VERSION),
+            "max_version": str(versions.MAX_VERSION),
+            "min_version": str(versions.MIN_VERSION),
             "status": "CURRENT",
             "links": [{"rel": "self", "href": ""}],
         }]

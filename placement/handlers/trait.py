@@ -7,7 +7,7 @@ import re
 
 import webob
 
-from placement import errors, microversion, wsgi_util
+from placement import errors, microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import resource_provider as rp_obj
@@ -46,7 +46,7 @@ def _associated_filter(value: str) -> bool:
     return lowered == "true"
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def list_traits(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -61,7 +61,7 @@ def list_traits(request: webob.Request) -> webob.Response:
                                    cache_headers=True, last_modified=_newest(traits))
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def get_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:show")
@@ -71,7 +71,7 @@ def get_trait(request: webob.Request) -> webob.Response:
                                     last_modified=trait.created_at)
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def put_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:update")
@@ -85,7 +85,7 @@ def put_trait(request: webob.Request) -> webob.Response:
         cache_headers=True, last_modified=trait.created_at)
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def delete_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:traits:delete")
@@ -101,7 +101,7 @@ def _provider_traits_response(request: webob.Request, traits: list[trait_obj.Tra
                                    last_modified=_newest(traits))
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
@@ -113,7 +113,7 @@ def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def update_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
@@ -125,7 +125,7 @@ def update_traits_for_resource_provider(request: webob.Request) -> webob.Respons
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(microversion.TRAITS)
+@microversion.requires(versions.TRAITS)
 def delete_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
     context.can("placement:resource_providers:traits:delete")

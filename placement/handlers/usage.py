@@ -6,7 +6,7 @@ import functools
 
 import webob
 
-from placement import microversion, wsgi_util
+from placement import microversion, versions, wsgi_util
 from placement.handlers import util as handler_util
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
@@ -34,7 +34,7 @@ def _requested_project(request: webob.Request) -> str | None:
         return None
 
 
-@microversion.requires(microversion.USAGES)
+@microversion.requires(versions.USAGES)
 def get_total_usages(request: webob.Request) -> webob.Response:
     """GET /usages?project_id=&user_id=[&consumer_type=]"""
     wsgi_util.check_accept(request)
@@ -42,7 +42,7 @@ def get_total_usages(request: webob.Request) -> webob.Response:
     # The policy target is the project asked about (a project reader may see
     # its own usages), checked before the query string is validated.
     context.can("placement:usages", target={"project_id": _requested_project(request)})
-    by_consumer_type = microversion.version_of(request) >= microversion.CONSUMER_TYPES
+    by_consumer_type = microversion.version_of(request) >= versions.CONSUMER_TYPES
     params = wsgi_util.query_params(
         request, schema.USAGES_QUERY_V1_38 if by_consumer_type else schema.USAGES_QUERY)
     with context.db.reader() as connection:

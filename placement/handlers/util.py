@@ -10,7 +10,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 import webob
 
-from placement import errors, exceptions, microversion, wsgi_util
+from placement import errors, exceptions, microversion, versions, wsgi_util
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_provider as rp_obj
@@ -50,7 +50,7 @@ def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
     request: the owner (the configured "incomplete" one below 1.8), the type
     (1.38+) and the expected generation (1.28+)."""
     version = microversion.version_of(request)
-    if version >= microversion.ALLOCATION_OWNER:
+    if version >= versions.ALLOCATION_OWNER:
         owner = consumer_obj.Owner(data["project_id"], data["user_id"],
                                    data.get("consumer_type"))
     else:
@@ -62,6 +62,6 @@ def consumer_request(request: webob.Request, consumer_uuid: str, data: dict
         allocations={provider_uuid: entry["resources"]
                      for provider_uuid, entry in data["allocations"].items()},
         owner=owner,
-        check_generation=version >= microversion.CONSUMER_GENERATION,
+        check_generation=version >= versions.CONSUMER_GENERATION,
         generation=data.get("consumer_generation"),
     )

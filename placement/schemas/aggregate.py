@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from placement import microversion
-from placement.microversion import Version
+from placement import versions
+from placement.versions import Version
 
 _AGGREGATES = {
     "type": "array",
@@ -27,4 +27,4 @@ PUT_SCHEMA_V1_19 = {
 
 
 def put_schema(version: Version) -> dict:
-    return PUT_SCHEMA_V1_19 if version >= microversion.AGGREGATE_GENERATION else PUT_SCHEMA_V1_1
+    return PUT_SCHEMA_V1_19 if version >= versions.AGGREGATE_GENERATION else PUT_SCHEMA_V1_1

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from placement import microversion
-from placement.microversion import Version
+from placement import versions
+from placement.versions import Version
 
 UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
 RESOURCE_CLASS_PATTERN = "^[A-Z0-9_]+$"
@@ -125,18 +125,18 @@ PUT_V1_38 = _extended(PUT_V1_34, consumer_type=CONSUMER_TYPE)
 
 # Newest first: the first entry whose version is <= the request's applies.
 _PUT_SCHEMAS = [
-    (microversion.CONSUMER_TYPES, PUT_V1_38),
-    (microversion.MAPPINGS, PUT_V1_34),
-    (microversion.CONSUMER_GENERATION, PUT_V1_28),
-    (microversion.DICT_ALLOCATIONS, PUT_DICT_FORM),
-    (microversion.ALLOCATION_OWNER, PUT_LIST_FORM_WITH_OWNER),
-    (microversion.MIN_VERSION, PUT_LIST_FORM),
+    (versions.CONSUMER_TYPES, PUT_V1_38),
+    (versions.MAPPINGS, PUT_V1_34),
+    (versions.CONSUMER_GENERATION, PUT_V1_28),
+    (versions.DICT_ALLOCATIONS, PUT_DICT_FORM),
+    (versions.ALLOCATION_OWNER, PUT_LIST_FORM_WITH_OWNER),
+    (versions.MIN_VERSION, PUT_LIST_FORM),
 ]
 _CONSUMER_SCHEMAS = [
-    (microversion.CONSUMER_TYPES, PUT_V1_38),
-    (microversion.MAPPINGS, PUT_V1_34),
-    (microversion.CONSUMER_GENERATION, PUT_V1_28),
-    (microversion.POST_ALLOCATIONS, CONSUMER_V1_13),
+    (versions.CONSUMER_TYPES, PUT_V1_38),
+    (versions.MAPPINGS, PUT_V1_34),
+    (versions.CONSUMER_GENERATION, PUT_V1_28),
+    (versions.POST_ALLOCATIONS, CONSUMER_V1_13),
 ]
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import functools
 
-from placement import microversion
-from placement.microversion import Version
+from placement import versions
+from placement.versions import Version
 
 _LIMIT = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1,
           "minLength": 1}
@@ -55,15 +55,15 @@ GET_1_36 = copy.deepcopy(GET_1_35)
 GET_1_36["properties"]["same_subtree"] = _STRING
 
 _BY_VERSION = [
-    (microversion.SAME_SUBTREE, GET_1_36),
-    (microversion.ROOT_REQUIRED, GET_1_35),
-    (microversion.ARBITRARY_GROUP_SUFFIXES, GET_1_33),
-    (microversion.CANDIDATES_IN_TREE, GET_1_31),
-    (microversion.GRANULAR_REQUESTS, GET_1_25),
-    (microversion.CANDIDATES_MEMBER_OF, GET_1_21),
-    (microversion.CANDIDATE_SUMMARY_TRAITS, GET_1_17),
-    (microversion.CANDIDATES_LIMIT, GET_1_16),
-    (microversion.ALLOCATION_CANDIDATES, GET_1_10),
+    (versions.SAME_SUBTREE, GET_1_36),
+    (versions.ROOT_REQUIRED, GET_1_35),
+    (versions.ARBITRARY_GROUP_SUFFIXES, GET_1_33),
+    (versions.CANDIDATES_IN_TREE, GET_1_31),
+    (versions.GRANULAR_REQUESTS, GET_1_25),
+    (versions.CANDIDATES_MEMBER_OF, GET_1_21),
+    (versions.CANDIDATE_SUMMARY_TRAITS, GET_1_17),
+    (versions.CANDIDATES_LIMIT, GET_1_16),
+    (versions.ALLOCATION_CANDIDATES, GET_1_10),
 ]
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from placement.microversion import Version
 from placement.schemas import allocation, inventory
+from placement.versions import Version
 
 
 def reshape_schema(version: Version) -> dict:

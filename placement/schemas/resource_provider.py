@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from placement import microversion
-from placement.microversion import Version
+from placement import versions
+from placement.versions import Version
 
 _PARENT_UUID = {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]}
 
@@ -32,21 +32,21 @@ PUT_SCHEMA_V1_14["properties"]["parent_provider_uuid"] = _PARENT_UUID
 
 # Query parameters of GET /resource_providers and the version adding each.
 _QUERY_PARAMS = (
-    (microversion.MIN_VERSION, "name", {"type": "string"}),
-    (microversion.MIN_VERSION, "uuid", {"type": "string", "format": "uuid"}),
-    (microversion.PROVIDER_MEMBER_OF_FILTER, "member_of", {"type": "string"}),
-    (microversion.PROVIDER_RESOURCES_FILTER, "resources", {"type": "string"}),
-    (microversion.PROVIDER_TREES, "in_tree", {"type": "string", "format": "uuid"}),
-    (microversion.PROVIDER_REQUIRED_FILTER, "required", {"type": "string"}),
+    (versions.MIN_VERSION, "name", {"type": "string"}),
+    (versions.MIN_VERSION, "uuid", {"type": "string", "format": "uuid"}),
+    (versions.PROVIDER_MEMBER_OF_FILTER, "member_of", {"type": "string"}),
+    (versions.PROVIDER_RESOURCES_FILTER, "resources", {"type": "string"}),
+    (versions.PROVIDER_TREES, "in_tree", {"type": "string", "format": "uuid"}),
+    (versions.PROVIDER_REQUIRED_FILTER, "required", {"type": "string"}),
 )
 
 
 def post_schema(version: Version) -> dict:
-    return POST_SCHEMA_V1_14 if version >= microversion.PROVIDER_TREES else POST_SCHEMA_V1_0
+    return POST_SCHEMA_V1_14 if version >= versions.PROVIDER_TREES else POST_SCHEMA_V1_0
 
 
 def put_schema(version: Version) -> dict:
-    return PUT_SCHEMA_V1_14 if version >= microversion.PROVIDER_TREES else PUT_SCHEMA_V1_0
+    return PUT_SCHEMA_V1_14 if version >= versions.PROVIDER_TREES else PUT_SCHEMA_V1_0
 
 
 def list_query_schema(version: Version) -> dict:

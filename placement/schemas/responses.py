@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from placement import microversion as mv
-from placement.microversion import Version
+from placement import versions as mv
+from placement.versions import Version
 
 RC_PATTERN = "^[A-Z0-9_]+$"
 # Provider uuids in responses are the normalised (dashed, lower-case) ones;

@@ -14,7 +14,7 @@ import webob
 from oslo_db import exception as db_exc
 
 from placement import conf as placement_conf
-from placement import deploy, microversion
+from placement import deploy, versions
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
@@ -45,7 +45,7 @@ def _put_one_vcpu(app, consumer_uuid: str, version: str = "1.28") -> webob.Respo
     request.content_type = "application/json"
     body = {"allocations": {PROVIDER_UUID: {"resources": {"VCPU": 1}}},
             "project_id": "project", "user_id": "user"}
-    if microversion.parse(version) >= (1, 28):
+    if versions.parse(version) >= (1, 28):
         body["consumer_generation"] = None
     request.body = json.dumps(body).encode()
     return request.get_response(app)

@@ -11,7 +11,7 @@ import webob
 from openapi_spec_validator import validate
 
 from placement import conf as placement_conf
-from placement import deploy, microversion, openapi, router
+from placement import deploy, openapi, router, versions
 from tests.db import FreshDatabase
 
 # The document the service serves, of its route table.
@@ -81,10 +81,10 @@ def test_every_operation_takes_the_microversion_header():
             operation["parameters"], (path, method)
 
 
-def _ranges_of(schema: dict) -> list[tuple[microversion.Version, microversion.Version]]:
+def _ranges_of(schema: dict) -> list[tuple[versions.Version, versions.Version]]:
     variants = schema.get("anyOf", [schema])
-    return sorted((microversion.parse(v[openapi.EXTENSION]["min"]),
-                   microversion.parse(v[openapi.EXTENSION]["max"]))
+    return sorted((versions.parse(v[openapi.EXTENSION]["min"]),
+                   versions.parse(v[openapi.EXTENSION]["max"]))
                   for v in variants if openapi.EXTENSION in v)
 
 
@@ -92,8 +92,8 @@ def _assert_tiles(ranges, first: str, last: str, where: str) -> None:
     """The variant ranges follow each other without gap or overlap, from
     ``first`` to ``last``."""
     assert ranges, where
-    assert ranges[0][0] == microversion.parse(first), where
-    assert ranges[-1][1] == microversion.parse(last), where
+    assert ranges[0][0] == versions.parse(first), where
+    assert ranges[-1][1] == versions.parse(last), where
     for (_, previous_end), (start, _) in zip(ranges, ranges[1:], strict=False):
         assert start == (previous_end.major, previous_end.minor + 1), where
 
@@ -116,10 +116,10 @@ def test_success_statuses_tile_the_operation_range():
     """Each version of an operation has its success answer documented."""
     for path, method, operation in _documented_operations():
         available = operation[openapi.EXTENSION]
-        first = microversion.parse(available["min"])
-        last = microversion.parse(available["max"])
+        first = versions.parse(available["min"])
+        last = versions.parse(available["max"])
         for minor in range(first.minor, last.minor + 1):
-            version = microversion.Version(1, minor)
+            version = versions.Version(1, minor)
             successes = [
                 status for status, response in operation["responses"].items()
                 if status.startswith("2") and (
@@ -131,8 +131,8 @@ def test_success_statuses_tile_the_operation_range():
 
 def test_error_schema_follows_the_code_microversion():
     error = {"status": 404, "title": "Not Found", "detail": "x", "request_id": "req-1"}
-    old = openapi.response_schema(DOCUMENT, "/traits", "GET", 404, microversion.Version(1, 22))
-    new = openapi.response_schema(DOCUMENT, "/traits", "GET", 404, microversion.Version(1, 23))
+    old = openapi.response_schema(DOCUMENT, "/traits", "GET", 404, versions.Version(1, 22))
+    new = openapi.response_schema(DOCUMENT, "/traits", "GET", 404, versions.Version(1, 23))
     jsonschema.validate({"errors": [error]}, old)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"errors": [error]}, new)
@@ -142,16 +142,16 @@ def test_error_schema_follows_the_code_microversion():
 def test_response_schema_refuses_undocumented_answers():
     with pytest.raises(LookupError):
         openapi.response_schema(DOCUMENT, "/resource_providers", "POST", 201,
-                                microversion.Version(1, 20))
+                                versions.Version(1, 20))
     with pytest.raises(LookupError):
         openapi.response_schema(DOCUMENT, "/resource_providers", "GET", 418,
-                                microversion.Version(1, 0))
+                                versions.Version(1, 0))
 
 
-def _variant_at(schema: dict, version: microversion.Version) -> dict | None:
+def _variant_at(schema: dict, version: versions.Version) -> dict | None:
     for variant in schema.get("anyOf", [schema]):
-        versions = variant[openapi.EXTENSION]
-        if version.matches(versions["min"], versions["max"]):
+        span = variant[openapi.EXTENSION]
+        if version.matches(span["min"], span["max"]):
             return {key: value for key, value in variant.items() if key != openapi.EXTENSION}
     return None
 
@@ -180,5 +180,5 @@ def test_query_parameters_are_the_handlers_query_schemas():
         for version in openapi.versions_in(operation.available):
             for name, schema in operation.query(version).get("properties", {}).items():
                 assert parameters[name]["schema"] == schema, (path, name)
-                versions = parameters[name][openapi.EXTENSION]
-                assert version.matches(versions["min"], versions["max"]), (path, name)
+                span = parameters[name][openapi.EXTENSION]
+                assert version.matches(span["min"], span["max"]), (path, name)

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from gabbi import driver
 
-from placement import microversion, openapi, router
+from placement import openapi, router, versions
 from tests import fixtures
 
 pytestmark = pytest.mark.slow
@@ -53,12 +53,12 @@ class Recorder:
         return [body]
 
 
-def _version(headers: dict) -> microversion.Version | None:
+def _version(headers: dict) -> versions.Version | None:
     value = headers.get("openstack-api-version")
-    return None if value is None else microversion.parse(value.split()[1])
+    return None if value is None else versions.parse(value.split()[1])
 
 
-def _error_schema(status: int, version: microversion.Version | None) -> dict:
+def _error_schema(status: int, version: versions.Version | None) -> dict:
     """The error body of an exchange no operation documents (unknown path,
     undeclared method)."""
     return openapi.response_schema(DOCUMENT, "/", "GET", 404, version)

@@ -8,13 +8,13 @@ import json
 import pytest
 import webob
 
-from placement import errors, exceptions, microversion
+from placement import errors, exceptions, versions
 from placement.objects import allocation, inventory, reshaper, resource_class, resource_provider
 
 
 def _body(error: exceptions.PlacementError, version: str = "1.23") -> tuple[int, dict]:
     request = webob.Request.blank("/", headers={"Accept": "application/json"})
-    request.environ[errors.MICROVERSION_ENVIRON] = microversion.parse(version)
+    request.environ[versions.ENVIRON_KEY] = versions.parse(version)
     response = request.get_response(errors.from_domain_error(error))
     return response.status_int, json.loads(response.body)["errors"][0]
 

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from placement import microversion
-from placement.microversion import Version
+from placement import versions as mv
+from placement.versions import Version
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 GABBITS = REPOSITORY / "gabbits"
@@ -53,8 +54,8 @@ def boundary_versions() -> tuple[Version, ...]:
     if HISTORY.exists():
         versions = history_versions(HISTORY.read_text())
     else:
-        versions = [Version(1, minor) for minor in range(microversion.MAX_VERSION.minor + 1)]
-    return tuple(version for version in versions if version > microversion.MIN_VERSION)
+        versions = [Version(1, minor) for minor in range(mv.MAX_VERSION.minor + 1)]
+    return tuple(version for version in versions if version > mv.MIN_VERSION)
 
 
 def _headers(mapping: dict | None) -> dict[str, str]:
@@ -91,7 +92,7 @@ def just_below(version: Version) -> Version:
 def test_history_lists_every_version_up_to_the_newest():
     versions = boundary_versions()
     assert versions[0] == Version(1, 1)
-    assert versions[-1] == microversion.MAX_VERSION
+    assert versions[-1] == mv.MAX_VERSION
     assert list(versions) == [Version(1, minor) for minor in range(1, 40)]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import webob.exc
 
-from placement import errors, query
-from placement.microversion import Version
+from placement import errors, query, versions
+from placement.versions import Version
 
 AGG1 = "11111111-1111-1111-1111-111111111111"
 AGG2 = "22222222-2222-2222-2222-222222222222"
@@ -26,7 +26,7 @@ def message_of(function, *args, **kwargs) -> str:
 
 def code_of(error: webob.exc.HTTPException) -> str | None:
     """The ``code`` the error body would carry at 1.23+."""
-    environ = {errors.MICROVERSION_ENVIRON: LATEST}
+    environ = {versions.ENVIRON_KEY: LATEST}
     body = error.json_formatter("", "400 Bad Request", "Bad Request", environ)
     return body["errors"][0]["code"]
 
