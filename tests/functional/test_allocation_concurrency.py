@@ -18,7 +18,7 @@ from placement import deploy, versions
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.fixtures.allocations import provider_with
+from tests.fixtures.seed import provider_with
 
 PROVIDER_UUID = str(uuid.uuid4())
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.fixtures.allocations import (
+from tests.fixtures.seed import (
     add_allocation,
     insert_allocation,
     provider_with,
@@ -65,7 +65,7 @@ def test_over_commit_may_stay_but_not_grow(database):
         provider_id = connection.execute(
             sa.select(tables.resource_providers.c.id)
             .where(tables.resource_providers.c.uuid == PROVIDER)).scalar()
-        add_allocation(connection, overcommitting, provider_id, "VCPU", 6,
+        add_allocation(connection, provider_id, "VCPU", overcommitting, 6,
                        project="project", user="user")
     claim(database, overcommitting, {PROVIDER: {"VCPU": 6, "MEMORY_MB": 128}})
     claim(database, overcommitting, {PROVIDER: {"VCPU": 5}})

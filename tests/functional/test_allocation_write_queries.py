@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 from placement.db import tables
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
-from tests.fixtures.allocations import (
+from tests.fixtures.seed import (
     add_allocation,
     add_inventory,
     create_provider,
@@ -86,7 +86,7 @@ def test_statements_do_not_grow_with_consumers_cleared(database):
     consumers = [str(uuid.uuid4()) for _ in PROVIDERS]
     with database.writer() as connection:
         for provider_id, consumer_uuid in enumerate(consumers, start=1):
-            add_allocation(connection, consumer_uuid, provider_id, "VCPU", 1,
+            add_allocation(connection, provider_id, "VCPU", consumer_uuid, 1,
                            project="project", user="user")
     one = _statements_for(database, [_consumer(consumers[0], [])])
     five = _statements_for(database, [_consumer(consumer_uuid, [])

@@ -17,8 +17,8 @@ from placement.candidates import follower
 from placement.db import api as db_api
 from placement.db import sqlite_writers, tables
 from tests.fixtures import provider_api
-from tests.fixtures.allocations import create_provider, provider_with
 from tests.fixtures.base import make_conf
+from tests.fixtures.seed import create_provider, provider_with
 
 _SESSION_ID = {
     "mysql": "SELECT CONNECTION_ID()",

@@ -11,7 +11,7 @@ from oslo_utils import timeutils
 
 from placement.db import tables
 from placement.objects.generation import compare_and_swap
-from tests.fixtures.allocations import create_provider
+from tests.fixtures.seed import create_provider
 
 _rp = tables.resource_providers
 

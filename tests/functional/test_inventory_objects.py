@@ -10,8 +10,7 @@ import pytest
 from placement import exceptions
 from placement.objects import inventory, resource_class, resource_provider, usage
 from placement.objects.inventory import Inventory
-from tests.fixtures.allocations import create_provider
-from tests.fixtures.inventories import add_allocation, add_consumer, add_inventory
+from tests.fixtures.seed import add_allocation, add_consumer, add_inventory, create_provider
 
 UUID = "8a81a4a5-6a5f-4b8a-9b0c-4c7a2f1b2e3d"
 CONSUMER = "1f0e6f0c-1d3c-4b59-9a43-5a0e3e1f6c11"
@@ -21,10 +20,10 @@ CONSUMER = "1f0e6f0c-1d3c-4b59-9a43-5a0e3e1f6c11"
 def db(database):
     with database.db.writer() as connection:
         provider_id = create_provider(connection, UUID, "provider")
-        add_inventory(connection, provider_id, "VCPU", 8)
-        add_inventory(connection, provider_id, "DISK_GB", 100)
-        add_consumer(connection, CONSUMER, "project", "user")
-        add_allocation(connection, provider_id, CONSUMER, "VCPU", 2)
+        add_inventory(connection, provider_id, "VCPU", 8, max_unit=8)
+        add_inventory(connection, provider_id, "DISK_GB", 100, max_unit=100)
+        add_consumer(connection, CONSUMER, "project", "user", generation=1)
+        add_allocation(connection, provider_id, "VCPU", CONSUMER, 2)
     return database.db
 
 

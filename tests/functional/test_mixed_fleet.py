@@ -349,11 +349,12 @@ def _ok(answer: tuple[int, str, object], expected: int = 200) -> object:
     return body
 
 
-def _create_provider(url: str, name: str, inventories: dict, aggregate: str | None = None,
-                     traits: list[str] | None = None) -> str:
-    """A provider with ``inventories`` (and an aggregate and traits); its
-    uuid. Each write names the generation the previous one (maybe through
-    the other fleet) answered."""
+def _post_provider(url: str, name: str, inventories: dict, aggregate: str | None = None,
+                   traits: list[str] | None = None) -> str:
+    """A provider with ``inventories`` (and an aggregate and traits),
+    written through the API of the fleet at ``url``; its uuid. Each write
+    names the generation the previous one (maybe through the other fleet)
+    answered."""
     provider = str(uuid.uuid4())
     _ok(_call(url, "POST", "/resource_providers", {"name": name, "uuid": provider}))
     generation = _ok(_call(url, "PUT", f"/resource_providers/{provider}/inventories", {
@@ -371,9 +372,9 @@ def _create_provider(url: str, name: str, inventories: dict, aggregate: str | No
 
 def set_up_providers(url: str) -> Layout:
     aggregate = str(uuid.uuid4())
-    computes = [_create_provider(url, f"mixed-compute-{number}", COMPUTE_INVENTORY, aggregate)
+    computes = [_post_provider(url, f"mixed-compute-{number}", COMPUTE_INVENTORY, aggregate)
                 for number in range(COMPUTES)]
-    sharing = _create_provider(url, "mixed-shared-disk", SHARED_INVENTORY, aggregate,
+    sharing = _post_provider(url, "mixed-shared-disk", SHARED_INVENTORY, aggregate,
                                ["MISC_SHARES_VIA_AGGREGATE"])
     return Layout(computes, sharing, aggregate)
 
@@ -708,7 +709,7 @@ def check_original_writes_seen(fleets: dict[str, str], engine: sa.engine.Engine,
 
     # Providers created: each bigger than anything before it.
     for number, total in enumerate((1000, 2000, 3000)):
-        provider = _create_provider(original, f"mixed-late-{number}", {
+        provider = _post_provider(original, f"mixed-late-{number}", {
             "VCPU": {"total": total, "allocation_ratio": 1.0}})
         assert _candidate_providers(ours, f"resources=VCPU:{total - 500}") == {provider}
         assert _via(ours, f"/resource_providers/{provider}")["generation"] == \

@@ -12,8 +12,8 @@ import pytest
 import webob
 
 from tests.db import FreshDatabase
-from tests.fixtures.allocations import create_provider
 from tests.fixtures.base import build_app
+from tests.fixtures.seed import create_provider
 
 MOUNT = "/placement"
 

@@ -21,7 +21,7 @@ from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inventory_obj
 from placement.objects import reshaper as reshaper_obj
-from tests.fixtures.allocations import add_allocation, add_inventory, provider_with
+from tests.fixtures.seed import add_allocation, add_inventory, provider_with
 
 ROOT_UUID = str(uuid.uuid4())
 OTHER_UUID = str(uuid.uuid4())
@@ -91,7 +91,7 @@ def test_provider_in_inventories_and_allocations_changed_after_the_check(
         other_id = connection.execute(sa.select(providers.c.id)
                                       .where(providers.c.uuid == OTHER_UUID)).scalar()
         add_inventory(connection, other_id, "VCPU", 4)
-        add_allocation(connection, CONSUMER_UUID, other_id, "VCPU", 1)
+        add_allocation(connection, other_id, "VCPU", CONSUMER_UUID, 1)
     _commit_concurrently_after_check(monkeypatch, OTHER_UUID)
     emptied = allocation_obj.ConsumerAllocations(
         consumer_uuid=CONSUMER_UUID, allocations={},

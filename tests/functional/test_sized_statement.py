@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from tests.db import FreshDatabase
-from tests.fixtures.allocations import create_provider
+from tests.fixtures.seed import create_provider
 
 _rp = tables.resource_providers
 

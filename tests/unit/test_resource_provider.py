@@ -14,8 +14,8 @@ from placement.db import tables
 from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
-from tests.fixtures.allocations import insert_allocation, insert_inventory
 from tests.fixtures.providers import VCPU
+from tests.fixtures.seed import insert_allocation, insert_inventory
 
 SOME_TRAITS = ["HW_CPU_X86_SSE", "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2"]
 
