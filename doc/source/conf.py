@@ -3,7 +3,6 @@
 Build: ``sphinx-build -W --keep-going -b html doc/source doc/build/html``
 """
 
-import configparser
 import os
 import sys
 
@@ -18,10 +17,13 @@ author = "placement contributors"
 
 
 def _release() -> str:
-    """The version setup.cfg gives the package: the one source of it."""
-    metadata = configparser.ConfigParser()
-    metadata.read(os.path.join(HERE, "..", "..", "setup.cfg"))
-    return metadata["metadata"]["version"]
+    """The version of the package as the build gives it (pyproject.toml:
+    git's, by setuptools-scm; see doc/source/contributor/releases.rst),
+    without its local part (``+g<commit>``): ``0.1.0`` at the tag of a
+    release, ``0.1.1.dev3`` three commits after it."""
+    from placement import release as placement_release
+
+    return placement_release.release()
 
 
 release = version = _release()

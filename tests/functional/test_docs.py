@@ -6,7 +6,6 @@ the repository is cited anywhere users read."""
 
 from __future__ import annotations
 
-import configparser
 import glob
 import os
 import re
@@ -15,7 +14,7 @@ import sys
 
 import pytest
 
-from placement import router, versions
+from placement import release, router, versions
 from tests.fixtures import ops
 
 DOC_SOURCE = os.path.join(ops.REPO_ROOT, "doc", "source")
@@ -126,11 +125,11 @@ def test_no_path_outside_the_repository_is_cited():
 
 
 def test_the_pages_chrome_is_our_own(html_build):
-    """The release of setup.cfg in every page's title, and no link of
-    another project's chrome (bug trackers, source repositories, menus)."""
-    setup_cfg = configparser.ConfigParser()
-    setup_cfg.read(os.path.join(ops.REPO_ROOT, "setup.cfg"))
-    release = setup_cfg["metadata"]["version"]
+    """The release (git's version of the checkout, placement.release) in
+    every page's title, and no link of another project's chrome (bug
+    trackers, source repositories, menus)."""
+    shown = release.release()
+    assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+)?", shown), shown
     pages = glob.glob(os.path.join(html_build, "**", "*.html"), recursive=True)
     assert len(pages) > 20
     for page in pages:
@@ -139,7 +138,7 @@ def test_the_pages_chrome_is_our_own(html_build):
         if "<title>" not in text:
             continue
         (title,) = re.findall(r"<title>(.*?)</title>", text, re.DOTALL)
-        assert title.endswith(f"placement {release}"), (page, title)
+        assert title.endswith(f"placement {shown}"), (page, title)
         links = re.findall(r'href="(https?://[^"]*)"', text)
         foreign = [link for link in links
                    if re.search(r"openstack\.org|launchpad|opendev|storyboard", link)]

@@ -15,6 +15,7 @@ import zipfile
 
 import pytest
 
+from placement import version
 from placement.db import migration
 from tests.fixtures import deployment, installed, ops
 
@@ -203,3 +204,16 @@ def test_the_wheel_holds_the_placement_package_alone():
     assert tops == {"placement"}, sorted(tops)
     assert "placement/bench/cli.py" in names
     assert "placement-bench = placement.bench.cli:main" in entry_points.decode()
+
+
+def test_the_artifacts_carry_the_checkouts_version():
+    """The wheel and the sdist say the version git gives this checkout
+    (placement.release), not a number written by hand."""
+    expected = version.version_string()
+    artifacts = installed.artifacts()
+    with zipfile.ZipFile(artifacts.wheel) as wheel:
+        (metadata,) = [name for name in wheel.namelist()
+                       if name.endswith(".dist-info/METADATA")]
+        assert f"\nVersion: {expected}\n" in wheel.read(metadata).decode()
+    with open(os.path.join(artifacts.sdist_tree, "PKG-INFO"), encoding="utf-8") as pkg_info:
+        assert f"\nVersion: {expected}\n" in pkg_info.read()
