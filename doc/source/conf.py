@@ -18,7 +18,7 @@ author = "placement contributors"
 
 def _release() -> str:
     """The version of the package as the build gives it (pyproject.toml:
-    git's, by setuptools-scm; see doc/source/contributor/releases.rst),
+    git's, by setuptools-scm; see doc/source/contributor/contributing.rst),
     without its local part (``+g<commit>``): ``0.1.0`` at the tag of a
     release, ``0.1.1.dev3`` three commits after it."""
     from placement import release as placement_release

@@ -1,6 +1,7 @@
-"""Style rules of the code and of the tests: ruff clean (the rules are in
-pyproject.toml), and every database seeding helper of the tests written
-once, in tests/fixtures/seed.py."""
+"""Style rules of the code, the tests and the history: ruff clean (the
+rules are in pyproject.toml), every database seeding helper of the tests
+written once, in tests/fixtures/seed.py, and every commit message as
+OpenStack keeps them (doc/source/contributor/contributing.rst)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,57 @@ def test_seeding_helpers_are_written_once():
                     in_fixtures and name.startswith(SEEDING_VERBS)):
                 found.append(f"{os.path.relpath(path, ROOT)}: {name}")
     assert not found, f"seeding helpers outside tests/fixtures/seed.py: {found}"
+
+
+# Commits after this one (main's head when the rule was made; older
+# subjects are often longer) keep the rule of
+# doc/source/contributor/contributing.rst: a subject of at most 72 characters,
+# then a blank line before the body.
+RULE_START = "9ecdcc5f7df256aea293d3f9df5c677e2c37ba0a"
+MAX_SUBJECT = 72
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _messages_since_rule() -> list[tuple[str, str]]:
+    """(hash, message) of each commit of HEAD's history after RULE_START:
+    ``RULE_START..HEAD``, or every commit a shallow clone holds when it
+    does not reach back to RULE_START (all of those are later)."""
+    known = _git("cat-file", "-e", f"{RULE_START}^{{commit}}").returncode == 0
+    revisions = [f"{RULE_START}..HEAD"] if known else ["HEAD"]
+    listed = _git("log", "--format=%H%x00%B%x1e", *revisions)
+    assert listed.returncode == 0, listed.stderr
+    entries = [entry.strip("\n") for entry in listed.stdout.split("\x1e")]
+    return [tuple(entry.split("\x00", 1)) for entry in entries if entry]
+
+
+def _message_faults(message: str) -> list[str]:
+    lines = message.strip("\n").split("\n")
+    faults = []
+    if len(lines[0]) > MAX_SUBJECT:
+        faults.append(f"subject of {len(lines[0])} characters")
+    if len(lines) > 1 and lines[1].strip():
+        faults.append("no blank line after the subject")
+    return faults
+
+
+def test_message_rule_refuses_what_it_should():
+    assert _message_faults("Short subject\n\nBody.") == []
+    assert _message_faults("x" * 72) == []
+    assert _message_faults("x" * 73 + "\n\nBody.") == ["subject of 73 characters"]
+    assert _message_faults("Subject\nbody at once") == ["no blank line after the subject"]
+
+
+if os.path.exists(os.path.join(ROOT, ".git")):
+    def test_commit_messages_since_the_rule_keep_it():
+        faults = {commit[:12]: _message_faults(message)
+                  for commit, message in _messages_since_rule()}
+        assert not {commit: found for commit, found in faults.items() if found}
+elif os.environ.get("CI") == "true":
+    def test_ci_runs_from_a_git_clone():
+        raise AssertionError("CI runs from a clone: the commit message rule needs its history")
+# Elsewhere (an unpacked sdist) there is no history to read: the test of
+# the commit messages is not collected.
