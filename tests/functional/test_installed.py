@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-from placement import version
+from placement import release
 from placement.db import migration
 from tests.fixtures import deployment, installed, ops
 
@@ -209,7 +209,7 @@ def test_the_wheel_holds_the_placement_package_alone():
 def test_the_artifacts_carry_the_checkouts_version():
     """The wheel and the sdist say the version git gives this checkout
     (placement.release), not a number written by hand."""
-    expected = version.version_string()
+    expected = release.version_string()
     artifacts = installed.artifacts()
     with zipfile.ZipFile(artifacts.wheel) as wheel:
         (metadata,) = [name for name in wheel.namelist()
