@@ -9,8 +9,8 @@ response statuses, all read from the OpenAPI document
 document the service serves at ``GET /openapi.json``).
 
 ``.. placement-microversions::`` renders the table of every microversion
-from ``placement.microversion.MIN_VERSION`` to ``MAX_VERSION``, with the
-names ``placement.microversion`` gives to the features each one brings.
+from ``placement.versions.MIN_VERSION`` to ``MAX_VERSION``, with the
+names ``placement.versions`` gives to the features each one brings.
 
 ``render_reference()`` and ``render_microversions()`` return the
 reStructuredText the directives parse, so that tests can read it without
@@ -24,7 +24,7 @@ from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
-from placement import microversion, openapi, router
+from placement import openapi, router, versions
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
@@ -43,7 +43,7 @@ def served_routes() -> list[tuple[str, str]]:
 
 def served_versions() -> list[str]:
     """Every microversion the service serves, oldest first."""
-    first, last = microversion.MIN_VERSION, microversion.MAX_VERSION
+    first, last = versions.MIN_VERSION, versions.MAX_VERSION
     return [str(first._replace(minor=minor))
             for minor in range(first.minor, last.minor + 1)]
 
@@ -141,10 +141,10 @@ def render_reference() -> str:
 
 
 def _features() -> dict[str, list[str]]:
-    """Microversion -> names ``placement.microversion`` gives it."""
+    """Microversion -> names ``placement.versions`` gives it."""
     features: dict[str, list[str]] = {}
-    for name, value in vars(microversion).items():
-        if (isinstance(value, microversion.Version) and name.isupper()
+    for name, value in vars(versions).items():
+        if (isinstance(value, versions.Version) and name.isupper()
                 and name not in ("MIN_VERSION", "MAX_VERSION")):
             features.setdefault(str(value), []).append(name)
     return features
@@ -156,7 +156,7 @@ def render_microversions() -> str:
              ", ".join(f"``{name}``" for name in sorted(features.get(version, ())))
              or ("the base API" if version == served_versions()[0] else ""))
             for version in served_versions()]
-    return "\n".join(_table(("Microversion", "Names in placement.microversion"), rows)) + "\n"
+    return "\n".join(_table(("Microversion", "Names in placement.versions"), rows)) + "\n"
 
 
 class _Generated(SphinxDirective):
