@@ -69,6 +69,13 @@ def test_every_served_microversion_is_in_the_api_reference(api_reference):
     table = text[text.index("Microversions\n"):]
     missing = [version for version in served if f'| "{version}"' not in table]
     assert not missing, f"microversions missing from the API reference: {missing}"
+    # ... each with the name of the gate it opens (placement.versions)
+    gates = [name for name, value in vars(versions).items()
+             if isinstance(value, versions.Version) and name.isupper()
+             and name not in ("MIN_VERSION", "MAX_VERSION")]
+    assert len(gates) > 30
+    unnamed = [name for name in gates if name not in table]
+    assert not unnamed, f"gates missing from the microversion table: {unnamed}"
     # Each operation's range ends at the newest version.
     assert f"Microversions: 1.0 - {last}" in text
 
