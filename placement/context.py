@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from oslo_context import context
 
@@ -13,7 +14,12 @@ if TYPE_CHECKING:
     from oslo_config import cfg
 
     from placement.db.api import Database
-    from placement.policies import Enforcer
+
+
+class Enforcer(Protocol):
+    """What a context asks of the policy enforcer (placement.policies)."""
+
+    def allows(self, rule: str, target: Mapping, credentials: dict) -> bool: ...
 
 
 class RequestContext(context.RequestContext):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from oslo_config import cfg
 from oslo_db import exception as db_exc
@@ -16,6 +16,7 @@ from placement import healthcheck, metrics, microversion, middleware, policies, 
 from placement.candidates import follower
 from placement.db import api as db_api
 from placement.db import migration
+from placement.endpoint import Endpoint
 
 LOG = logging.getLogger(__name__)
 
@@ -141,21 +142,21 @@ def _prepare_provider_copy(conf: cfg.ConfigOpts, db: db_api.Database, load: bool
 
 
 def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
-              load_provider_copy: bool = False) -> Callable:
+              load_provider_copy: bool = False,
+              routes: Mapping[str, Mapping[str, Endpoint]] = router.ROUTES) -> Callable:
     """The whole service: middleware layers around the dispatcher.
     ``load_provider_copy``: servers ask for the provider copy to be read
     now (see _load_provider_copy) and followed in the background by each
-    process that serves (follower.follow).
-
-    Built from the inside out; a request meets them in the reverse order:
-    request metrics (when enabled), request id, fault wrapper, proxy
-    headers, health check and metrics endpoint, body size limit, CORS (when
-    configured), authentication, context, microversion, dispatcher.
+    process that serves (follower.follow). ``routes``: the route table
+    (the service's; a test may serve another). Built from the inside out;
+    a request meets them in the reverse order: request metrics (when
+    enabled), request id, fault wrapper, proxy headers, health check and
+    metrics endpoint, body size limit, CORS (when configured),
+    authentication, context, microversion, dispatcher.
 
     A configuration that cannot authenticate requests
     (authentication_problem) makes a service that answers 503 to every
-    request needing a token, and whose health check says why.
-    """
+    request needing a token, and whose health check says why."""
     problem = authentication_problem(conf)
     if problem is not None:
         LOG.error(problem)
@@ -165,8 +166,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
     if db is None:
         db = database_from_conf(conf)
     _prepare_provider_copy(conf, db, load_provider_copy)
-    services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf)}
-    dispatcher = router.Dispatcher()
+    services = {"db": db, "conf": conf, "enforcer": policies.build_enforcer(conf, routes)}
+    dispatcher = router.Dispatcher(routes)
     application: Callable = microversion.MicroversionMiddleware(dispatcher)
     application = middleware.Context(
         application, require_user=conf.api.auth_strategy == "keystone", services=services)

@@ -1,10 +1,10 @@
-"""Microversions in HTTP: the WSGI layer that reads the request header
-and stamps the answer, and the version checks handlers use (the versions
-themselves are data: ``placement.versions``)."""
+"""Microversions in HTTP: the WSGI layer that reads the request header and
+stamps the answer (the versions themselves are data: ``placement.versions``;
+the range of each endpoint is the route table's, enforced by the
+dispatcher)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import microversion_parse
@@ -64,24 +64,3 @@ class MicroversionMiddleware:
             return start_response(status, headers, exc_info)
 
         return self.application(environ, stamp_version)
-
-
-def requires(min_version: str | Version, max_version: str | Version | None = None,
-             status: type[webob.exc.HTTPException] = webob.exc.HTTPNotFound) -> Callable:
-    """Decorator: the handler exists only for versions in the given range;
-    outside it the request gets ``status`` (404 unless the spec says 405)."""
-
-    def decorator(handler: Callable) -> Callable:
-        @functools.wraps(handler)
-        def wrapper(request: webob.Request, *args, **kwargs):
-            if not version_of(request).matches(min_version, max_version):
-                # Only the generic text of the status, unlike routing's 405.
-                headers = []
-                if status is webob.exc.HTTPMethodNotAllowed:
-                    headers = [("Allow", request.environ["placement.allowed_methods"])]
-                raise errors.http_error(status, headers=headers)
-            return handler(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorator

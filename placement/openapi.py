@@ -1,11 +1,11 @@
 """The OpenAPI 3.1 document of the API, served at ``GET /openapi.json``.
 
 Built from the route table it is given (``placement/router.py`` hands
-over its own: every path and method is there), the jsonschema schemas the
-handlers validate requests with (``placement/schemas/<resource>.py``) and
-the response-body schemas (``placement/schemas/responses.py``), so that
-nothing here can drift from what the service does. What this module adds is what the spec says about
-each operation: its microversion range, its statuses and headers.
+over its own): each endpoint's declaration (``placement.endpoint``: its
+microversion range, statuses, headers, and the jsonschema schemas its
+handler validates requests with) and the response-body schemas
+(``placement/schemas/responses.py``), so that nothing here can drift from
+what the service does. This module only writes it down as OpenAPI.
 
 Microversions are described with an ``x-openstack-microversions`` extension
 ``{"min": "1.N", "max": "1.M"}`` on each operation, on each response that
@@ -18,24 +18,12 @@ derived by asking the handlers' schema functions for every microversion.
 from __future__ import annotations
 
 import copy
-import functools
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from placement import versions as mv
-from placement.schemas import (
-    aggregate,
-    allocation,
-    allocation_candidate,
-    inventory,
-    reshaper,
-    resource_class,
-    resource_provider,
-    responses,
-    trait,
-    usage,
-)
+from placement.endpoint import Endpoint, Operation, Outcome, Range, SchemaSource, since
+from placement.schemas import responses
 from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
@@ -47,260 +35,6 @@ PATH_VARIABLE = re.compile(r"{([^}]+)}")
 # or unserved (406) microversion header, a path that names nothing (404),
 # an unexpected failure (500).
 COMMON_ERRORS = (400, 404, 406, 500)
-
-
-# A range of microversions: first and last (None: the newest), as versions
-# or as strings.
-Range = tuple["str | mv.Version", "str | mv.Version | None"]
-
-
-def since(version: mv.Version) -> Range:
-    """The range from ``version`` to the newest."""
-    return (version, None)
-
-
-SchemaSource = Callable[[mv.Version], "dict | None"]
-
-
-def always(schema: dict) -> SchemaSource:
-    """A schema source for a schema that does not change with the version."""
-    return lambda version: schema
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One success response: its status, its body variants (None: no body)
-    and where in the operation's range it happens (None: everywhere)."""
-
-    status: int
-    body: list[Variant] | None = None
-    versions: Range | None = None
-    location: bool = False
-    cache_headers: bool = False
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    outcomes: tuple[Outcome, ...]
-    available: Range = since(mv.MIN_VERSION)
-    # What a request outside ``available`` gets (the spec's gate status).
-    unavailable_status: int = 404
-    # The schemas the handler validates its request body and query string
-    # with, as the handler gets them: a function of the microversion
-    # (None: no body / no query string at that version).
-    body: SchemaSource | None = None
-    query: SchemaSource | None = None
-    # Errors this operation itself produces, beyond COMMON_ERRORS.
-    errors: tuple[int, ...] = ()
-    authenticated: bool = True
-
-
-def _renamed_until_1_6(version: mv.Version) -> dict | None:
-    """PUT /resource_classes/{name} takes the new name as a body until it
-    becomes a body-less create-or-verify."""
-    if version >= mv.RESOURCE_CLASS_CREATE_OR_VERIFY:
-        return None
-    return resource_class.RESOURCE_CLASS
-
-
-def _total_usages_query(version: mv.Version) -> dict:
-    if version >= mv.CONSUMER_TYPES:
-        return usage.USAGES_QUERY_V1_38
-    return usage.USAGES_QUERY
-
-
-def _protected(*statuses: int) -> tuple[int, ...]:
-    """Error statuses of a policy-protected operation (401 no token, 403 policy)."""
-    return (401, 403, *statuses)
-
-
-RP = "/resource_providers/{uuid}"
-WRITE_JSON = _protected(409, 415)
-
-
-def operations() -> dict[tuple[str, str], Operation]:
-    """Every operation of the API, keyed by (path, method) of the route table."""
-    ok = functools.partial(Outcome, 200, cache_headers=True)
-    deleted = Outcome(204, description="Deleted.")
-    return {
-        ("/", "GET"): Operation(
-            "Version discovery document (no authentication).",
-            (ok(responses.ROOT),), authenticated=False),
-        ("/openapi.json", "GET"): Operation(
-            "This OpenAPI 3.1 document (no authentication, no policy).",
-            (Outcome(200, description="The OpenAPI document."),), authenticated=False),
-        # resource classes
-        ("/resource_classes", "GET"): Operation(
-            "List all resource classes, standard and custom.",
-            (ok(responses.RESOURCE_CLASSES),), available=since(mv.RESOURCE_CLASSES),
-            errors=_protected()),
-        ("/resource_classes", "POST"): Operation(
-            "Create a custom resource class.",
-            (Outcome(201, location=True, description="Created."),),
-            available=since(mv.RESOURCE_CLASSES),
-            body=always(resource_class.RESOURCE_CLASS),
-            errors=WRITE_JSON),
-        ("/resource_classes/{name}", "GET"): Operation(
-            "Show a resource class.",
-            (ok(responses.RESOURCE_CLASS),), available=since(mv.RESOURCE_CLASSES),
-            errors=_protected()),
-        ("/resource_classes/{name}", "PUT"): Operation(
-            "Rename a custom resource class (1.2-1.6, JSON body) or create it if "
-            "missing (1.7+, no body).",
-            (Outcome(200, responses.RESOURCE_CLASS,
-                     versions=(mv.RESOURCE_CLASSES,
-                               mv.RESOURCE_CLASS_CREATE_OR_VERIFY.before()),
-                     description="Renamed."),
-             Outcome(201, versions=since(mv.RESOURCE_CLASS_CREATE_OR_VERIFY),
-                     location=True, description="Created."),
-             Outcome(204, versions=since(mv.RESOURCE_CLASS_CREATE_OR_VERIFY),
-                     location=True, description="Already existed.")),
-            available=since(mv.RESOURCE_CLASSES), body=_renamed_until_1_6,
-            errors=WRITE_JSON),
-        ("/resource_classes/{name}", "DELETE"): Operation(
-            "Delete a custom resource class not used by any inventory.",
-            (deleted,), available=since(mv.RESOURCE_CLASSES), errors=_protected(409)),
-        # resource providers
-        ("/resource_providers", "GET"): Operation(
-            "List resource providers, optionally filtered.",
-            (ok(responses.RESOURCE_PROVIDERS),), query=resource_provider.list_query_schema,
-            errors=_protected()),
-        ("/resource_providers", "POST"): Operation(
-            "Create a resource provider.",
-            (Outcome(201, versions=(mv.MIN_VERSION,
-                                    mv.POST_PROVIDER_RETURNS_BODY.before()),
-                     location=True, description="Created."),
-             Outcome(200, responses.RESOURCE_PROVIDER,
-                     versions=since(mv.POST_PROVIDER_RETURNS_BODY), location=True,
-                     cache_headers=True, description="Created.")),
-            body=resource_provider.post_schema, errors=WRITE_JSON),
-        (RP, "GET"): Operation(
-            "Show a resource provider.",
-            (ok(responses.RESOURCE_PROVIDER),), errors=_protected()),
-        (RP, "PUT"): Operation(
-            "Update a resource provider's name and (1.14+) parent.",
-            (ok(responses.RESOURCE_PROVIDER),), body=resource_provider.put_schema,
-            errors=WRITE_JSON),
-        (RP, "DELETE"): Operation(
-            "Delete a resource provider without children or allocations.",
-            (deleted,), errors=_protected(409)),
-        # inventories
-        (RP + "/inventories", "GET"): Operation(
-            "List the provider's inventories.",
-            (ok(responses.INVENTORIES),), errors=_protected()),
-        (RP + "/inventories", "POST"): Operation(
-            "Add one inventory to the provider.",
-            (Outcome(201, responses.INVENTORY, location=True, cache_headers=True,
-                     description="Created."),),
-            body=always(inventory.POST_INVENTORY), errors=WRITE_JSON),
-        (RP + "/inventories", "PUT"): Operation(
-            "Replace all of the provider's inventories.",
-            (ok(responses.INVENTORIES),), body=always(inventory.PUT_INVENTORIES),
-            errors=WRITE_JSON),
-        (RP + "/inventories", "DELETE"): Operation(
-            "Delete all of the provider's inventories.",
-            (deleted,), available=since(mv.DELETE_ALL_INVENTORIES),
-            unavailable_status=405,
-            errors=_protected(405, 409)),
-        (RP + "/inventories/{resource_class}", "GET"): Operation(
-            "Show one inventory of the provider.",
-            (ok(responses.INVENTORY),), errors=_protected()),
-        (RP + "/inventories/{resource_class}", "PUT"): Operation(
-            "Update one inventory of the provider.",
-            (ok(responses.INVENTORY),), body=always(inventory.PUT_INVENTORY),
-            errors=WRITE_JSON),
-        (RP + "/inventories/{resource_class}", "DELETE"): Operation(
-            "Delete one inventory of the provider.",
-            (deleted,), errors=_protected(409)),
-        # usages, aggregates, provider allocations, provider traits
-        (RP + "/usages", "GET"): Operation(
-            "Usage of each resource class the provider has inventory for.",
-            (ok(responses.PROVIDER_USAGES),), errors=_protected()),
-        (RP + "/aggregates", "GET"): Operation(
-            "List the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=since(mv.PROVIDER_AGGREGATES),
-            errors=_protected()),
-        (RP + "/aggregates", "PUT"): Operation(
-            "Replace the provider's aggregates.",
-            (ok(responses.AGGREGATES),), available=since(mv.PROVIDER_AGGREGATES),
-            body=aggregate.put_schema,
-            errors=WRITE_JSON),
-        (RP + "/allocations", "GET"): Operation(
-            "List the allocations against the provider, by consumer.",
-            (ok(responses.PROVIDER_ALLOCATIONS),), errors=_protected()),
-        (RP + "/traits", "GET"): Operation(
-            "List the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=since(mv.TRAITS),
-            errors=_protected()),
-        (RP + "/traits", "PUT"): Operation(
-            "Replace the provider's traits.",
-            (ok(responses.PROVIDER_TRAITS),), available=since(mv.TRAITS),
-            body=always(trait.SET_PROVIDER_TRAITS_SCHEMA), errors=WRITE_JSON),
-        (RP + "/traits", "DELETE"): Operation(
-            "Remove all traits from the provider.",
-            (deleted,), available=since(mv.TRAITS), errors=_protected(409)),
-        # allocations
-        ("/allocations", "POST"): Operation(
-            "Set the allocations of several consumers at once, atomically.",
-            (Outcome(204, description="Written."),), available=since(mv.POST_ALLOCATIONS),
-            body=allocation.post_schema, errors=WRITE_JSON),
-        ("/allocations/{consumer_uuid}", "GET"): Operation(
-            "Show a consumer's allocations.",
-            (ok(responses.CONSUMER_ALLOCATIONS),), errors=_protected()),
-        ("/allocations/{consumer_uuid}", "PUT"): Operation(
-            "Replace a consumer's allocations.",
-            (Outcome(204, description="Written."),), body=allocation.put_schema,
-            errors=WRITE_JSON),
-        ("/allocations/{consumer_uuid}", "DELETE"): Operation(
-            "Delete all of a consumer's allocations.",
-            (deleted,), errors=_protected()),
-        ("/allocation_candidates", "GET"): Operation(
-            "Sets of providers that could satisfy a request, as allocation requests "
-            "plus summaries of the providers involved.",
-            (ok(responses.ALLOCATION_CANDIDATES),),
-            available=since(mv.ALLOCATION_CANDIDATES),
-            query=allocation_candidate.query_schema, errors=_protected()),
-        ("/allocation_candidates/explain", "GET"): Operation(
-            "Why the same query gets the candidates it gets: for each request group the "
-            "funnel of its constraints with the providers (and trees) entering and "
-            "leaving each, the steps acting on whole trees, the number of allocation "
-            "requests (limit ignored) and, for each provider=<uuid>, the first constraint "
-            "ruling it out. Admin only by default.",
-            (Outcome(200, responses.ALLOCATION_CANDIDATES_EXPLAIN,
-                     description="The explanation."),),
-            available=since(mv.ALLOCATION_CANDIDATES),
-            query=allocation_candidate.explain_query_schema,
-            errors=_protected()),
-        # traits
-        ("/traits", "GET"): Operation(
-            "List traits, optionally filtered.",
-            (ok(responses.TRAITS),), available=since(mv.TRAITS),
-            query=always(trait.LIST_QUERY_SCHEMA), errors=_protected()),
-        ("/traits/{name}", "GET"): Operation(
-            "Check that a trait exists.",
-            (Outcome(204, cache_headers=True, description="The trait exists."),),
-            available=since(mv.TRAITS), errors=_protected()),
-        ("/traits/{name}", "PUT"): Operation(
-            "Create a custom trait if it does not exist.",
-            (Outcome(201, location=True, cache_headers=True, description="Created."),
-             Outcome(204, location=True, cache_headers=True, description="Already existed.")),
-            available=since(mv.TRAITS), errors=_protected()),
-        ("/traits/{name}", "DELETE"): Operation(
-            "Delete a custom trait no provider has.",
-            (deleted,), available=since(mv.TRAITS), errors=_protected(409)),
-        ("/usages", "GET"): Operation(
-            "Total usage of a project (and user), by resource class; by consumer "
-            "type from 1.38.",
-            (ok(responses.TOTAL_USAGES),), available=since(mv.USAGES),
-            query=_total_usages_query, errors=_protected()),
-        ("/reshaper", "POST"): Operation(
-            "Atomically replace the inventories of several providers and the "
-            "allocations of several consumers.",
-            (Outcome(204, description="Reshaped."),), available=since(mv.RESHAPER),
-            body=reshaper.reshape_schema, errors=WRITE_JSON),
-    }
 
 
 # --- building the document -------------------------------------------------------
@@ -559,44 +293,33 @@ def _components() -> dict:
     }
 
 
-def _check_consistency(operations: dict, routes: dict) -> None:
-    """The table above must describe exactly the route table."""
-    described = set(operations)
-    served = {(path, method) for path, methods in routes.items() if path
-              for method in methods}
-    if described != served:
-        raise RuntimeError(f"OpenAPI operations out of step with the route table: "
-                           f"undescribed {sorted(served - described)}, "
-                           f"not served {sorted(described - served)}")
+# A route table: path -> {method: endpoint}, methods in the order of ``Allow``.
+Routes = Mapping[str, Mapping[str, Endpoint]]
 
-
-# A route table: path -> {method: handler}, methods in the order of ``Allow``.
-Routes = Mapping[str, Mapping[str, Callable]]
+# route table (by id) -> (the table, its document): built once per table
+_DOCUMENTS: dict[int, tuple[Routes, dict]] = {}
 
 
 def document(routes: Routes) -> dict:
     """The whole OpenAPI document of the route table ``routes`` (built once
     per table)."""
-    return _document(tuple((path, tuple((method, handler.__name__)
-                                        for method, handler in methods.items()))
-                           for path, methods in routes.items()))
+    kept = _DOCUMENTS.get(id(routes))
+    if kept is None or kept[0] is not routes:
+        kept = _DOCUMENTS[id(routes)] = (routes, _document(routes))
+    return kept[1]
 
 
-@functools.cache
-def _document(served: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> dict:
-    """The document of the routes ``served``: (path, ((method, handler name), ...))."""
-    described = operations()
-    _check_consistency(described, {path: dict(methods) for path, methods in served})
+def _document(routes: Routes) -> dict:
     paths: dict[str, dict] = {}
     # The empty path '' is the mount point itself, served like '/'; OpenAPI
     # path keys must start with '/', so only '/' is listed.
-    for path, methods in served:
+    for path, endpoints in routes.items():
         if not path:
             continue
         paths[path] = {
-            method.lower(): _operation(path, method, handler_name,
-                                       described[(path, method)])
-            for method, handler_name in methods
+            method.lower(): _operation(path, method, endpoint.handler.__name__,
+                                       endpoint.operation)
+            for method, endpoint in endpoints.items()
         }
     return {
         "openapi": OPENAPI_VERSION,

@@ -1,4 +1,5 @@
-"""Every policy rule of the API with its defaults, and the enforcer."""
+"""Every policy rule of the API with its defaults (the base rules here, one
+per endpoint declared in the route table), and the enforcer."""
 
 from __future__ import annotations
 
@@ -9,11 +10,8 @@ from oslo_config import cfg
 from oslo_policy import _checks, policy
 
 from placement import conf as placement_conf
-
-ADMIN = "rule:admin_api"
-ADMIN_OR_SERVICE = "rule:admin_or_service_api"
-SERVICE = "rule:service_api"
-ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
+from placement import router
+from placement.endpoint import Endpoint, Policy
 
 _DEPRECATED_REASON = "Placement now supports the secure RBAC defaults (reader, service)"
 _DEPRECATED_SINCE = "0.1.0"
@@ -44,86 +42,28 @@ BASE_RULES = [
 ]
 
 
-def _api_rule(name: str, check_str: str, method: str, path: str, description: str
-              ) -> policy.DocumentedRuleDefault:
-    return policy.DocumentedRuleDefault(
-        name=name, check_str=check_str, description=description,
-        operations=[{"method": method, "path": path}], scope_types=["project"])
-
-
-RP = "/resource_providers"
-RP_ONE = "/resource_providers/{uuid}"
-
-_API = [
-    # (rule name, method, path, description)
-    ("resource_providers:list", "GET", RP, "List resource providers."),
-    ("resource_providers:create", "POST", RP, "Create a resource provider."),
-    ("resource_providers:show", "GET", RP_ONE, "Show a resource provider."),
-    ("resource_providers:update", "PUT", RP_ONE, "Update a resource provider."),
-    ("resource_providers:delete", "DELETE", RP_ONE, "Delete a resource provider."),
-    ("resource_providers:inventories:list", "GET", RP_ONE + "/inventories",
-     "List the inventories of a provider."),
-    ("resource_providers:inventories:create", "POST", RP_ONE + "/inventories",
-     "Create one inventory of a provider."),
-    ("resource_providers:inventories:show", "GET", RP_ONE + "/inventories/{resource_class}",
-     "Show one inventory of a provider."),
-    ("resource_providers:inventories:update", "PUT", RP_ONE + "/inventories",
-     "Replace the inventories, or one inventory, of a provider."),
-    ("resource_providers:inventories:delete", "DELETE", RP_ONE + "/inventories",
-     "Delete the inventories, or one inventory, of a provider."),
-    ("resource_providers:aggregates:list", "GET", RP_ONE + "/aggregates",
-     "List the aggregates of a provider."),
-    ("resource_providers:aggregates:update", "PUT", RP_ONE + "/aggregates",
-     "Replace the aggregates of a provider."),
-    ("resource_providers:usages", "GET", RP_ONE + "/usages", "Show a provider's usages."),
-    ("traits:list", "GET", "/traits", "List traits."),
-    ("traits:show", "GET", "/traits/{name}", "Show a trait."),
-    ("traits:update", "PUT", "/traits/{name}", "Create a custom trait."),
-    ("traits:delete", "DELETE", "/traits/{name}", "Delete a custom trait."),
-    ("resource_providers:traits:list", "GET", RP_ONE + "/traits",
-     "List the traits of a provider."),
-    ("resource_providers:traits:update", "PUT", RP_ONE + "/traits",
-     "Replace the traits of a provider."),
-    ("resource_providers:traits:delete", "DELETE", RP_ONE + "/traits",
-     "Remove every trait of a provider."),
-    ("resource_classes:list", "GET", "/resource_classes", "List resource classes."),
-    ("resource_classes:create", "POST", "/resource_classes", "Create a resource class."),
-    ("resource_classes:show", "GET", "/resource_classes/{name}", "Show a resource class."),
-    ("resource_classes:update", "PUT", "/resource_classes/{name}",
-     "Create or rename a custom resource class."),
-    ("resource_classes:delete", "DELETE", "/resource_classes/{name}",
-     "Delete a custom resource class."),
-    ("allocations:list", "GET", "/allocations/{consumer_uuid}",
-     "Show the allocations of a consumer."),
-    ("allocations:update", "PUT", "/allocations/{consumer_uuid}",
-     "Replace the allocations of a consumer."),
-    ("allocations:delete", "DELETE", "/allocations/{consumer_uuid}",
-     "Delete the allocations of a consumer."),
-    ("allocations:manage", "POST", "/allocations",
-     "Replace the allocations of several consumers at once."),
-    ("resource_providers:allocations:list", "GET", RP_ONE + "/allocations",
-     "List the allocations against a provider."),
-    ("allocation_candidates:list", "GET", "/allocation_candidates",
-     "List allocation candidates."),
-]
-
-API_RULES = [
-    _api_rule("placement:" + name, ADMIN_OR_SERVICE, method, path, description)
-    for name, method, path, description in _API
-] + [
-    _api_rule("placement:usages", ADMIN_OR_PROJECT_READER_OR_SERVICE, "GET", "/usages",
-              "Show the usages of a project or user."),
-    _api_rule("placement:reshaper:reshape", SERVICE, "POST", "/reshaper",
-              "Move inventories and allocations between providers at once."),
-    _api_rule("placement:allocation_candidates:explain", ADMIN, "GET",
-              "/allocation_candidates/explain",
-              "Explain which constraints rule providers out of the allocation candidates."),
-]
+def api_rules(routes: Mapping[str, Mapping[str, Endpoint]]) -> list[policy.DocumentedRuleDefault]:
+    """The rule each endpoint of the route table ``routes`` declares, with
+    the operations that ask it, in the table's order."""
+    declared: dict[str, Policy] = {}
+    operations: dict[str, list[dict[str, str]]] = {}
+    for path, endpoints in routes.items():
+        for method, endpoint in endpoints.items():
+            rule = endpoint.operation.policy
+            if rule is None or not path:  # '' is '/' again
+                continue
+            if declared.setdefault(rule.name, rule) != rule:
+                raise ValueError(f"{rule.name} is declared twice, differently")
+            operations.setdefault(rule.name, []).append({"method": method, "path": path})
+    return [policy.DocumentedRuleDefault(
+                name=rule.name, check_str=rule.check_str, description=rule.description,
+                operations=operations[rule.name], scope_types=["project"])
+            for rule in declared.values()]
 
 
 def list_rules() -> list[policy.RuleDefault]:
     """Entry point for the oslo.policy sample and documentation generators."""
-    return BASE_RULES + API_RULES
+    return BASE_RULES + api_rules(router.ROUTES)
 
 
 # Checks whose answer depends on nothing but the rules, the target and the
@@ -251,12 +191,15 @@ class Enforcer(policy.Enforcer):
         return decision
 
 
-def build_enforcer(conf: cfg.ConfigOpts) -> Enforcer:
+def build_enforcer(conf: cfg.ConfigOpts,
+                   routes: Mapping[str, Mapping[str, Endpoint]] = router.ROUTES) -> Enforcer:
+    """The enforcer of ``conf``, with the defaults of the base rules and of
+    the rules of the route table ``routes`` (the service's)."""
     # Every base rule has a deprecated default: warning about each of them
     # whenever the rules are loaded would only fill the logs.
     enforcer = Enforcer(conf)
     enforcer.suppress_default_change_warnings = True
-    enforcer.register_defaults(list_rules())
+    enforcer.register_defaults(BASE_RULES + api_rules(routes))
     return enforcer
 
 

@@ -17,7 +17,7 @@ import webob.exc
 from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 
-from placement import errors, request_data, versions
+from placement import endpoint, errors, request_data, versions
 from placement.context import RequestContext
 from placement.microversion import version_of
 
@@ -37,6 +37,14 @@ QUERY_FORMAT_CHECKER = jsonschema.FormatChecker()
 
 def context_of(request: webob.Request) -> RequestContext:
     return request.environ["placement.context"]
+
+
+def authorize(request: webob.Request, target: dict | None = None) -> RequestContext:
+    """Ask the policy rule the route table declares for the request's
+    endpoint (403 unless it allows the request); the request's context."""
+    context = context_of(request)
+    context.can(request.environ[endpoint.ENVIRON_KEY].operation.policy.name, target)
+    return context
 
 
 def require_json_content(request: webob.Request) -> None:

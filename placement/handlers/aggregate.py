@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import webob
 
-from placement import errors, microversion, versions, wsgi_util
+from placement import microversion, versions, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import aggregate as aggregate_obj
@@ -21,18 +21,10 @@ def _response(request: webob.Request, aggregate_uuids: list[str],
     return wsgi_util.json_response(request, body, cache_headers=True)
 
 
-def _require_version(request: webob.Request) -> None:
-    """404 below 1.1. Called after the media-type check, which comes first
-    on these routes."""
-    if not microversion.version_of(request).matches(versions.PROVIDER_AGGREGATES):
-        raise errors.not_found()
-
-
 def get_aggregates(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
-    _require_version(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:aggregates:list")
+    wsgi_util.authorize(request)
     with context.db.reader() as conn:
         provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
         aggregate_uuids = aggregate_obj.uuids_of(conn, provider)
@@ -41,9 +33,8 @@ def get_aggregates(request: webob.Request) -> webob.Response:
 
 def set_aggregates(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    _require_version(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:aggregates:update")
+    wsgi_util.authorize(request)
     version = microversion.version_of(request)
     uuid = request.urlvars["uuid"]
     handler_util.require_provider(request)

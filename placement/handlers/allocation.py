@@ -19,7 +19,7 @@ from placement.schemas import allocation as schema
 def list_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:allocations:list")
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         provider = handler_util.path_provider(
             connection, request, "Resource provider '{uuid}' not found: {error}")
@@ -36,7 +36,7 @@ def list_for_resource_provider(request: webob.Request) -> webob.Response:
 def list_for_consumer(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:allocations:list")
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         view = allocation_obj.get_for_consumer(connection, request.urlvars["consumer_uuid"])
     body: dict = {"allocations": view.allocations}
@@ -88,8 +88,7 @@ def _write(request: webob.Request, requests: list[allocation_obj.ConsumerAllocat
 
 def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    context = wsgi_util.context_of(request)
-    context.can("placement:allocations:update")
+    wsgi_util.authorize(request)
     consumer_uuid = _normalised_consumer_uuid(request.urlvars["consumer_uuid"])
     version = microversion.version_of(request)
     data = wsgi_util.extract_json(request, schema.put_schema(version))
@@ -100,11 +99,9 @@ def set_allocations_for_consumer(request: webob.Request) -> webob.Response:
                                 f"{consumer_uuid}: {error}")
 
 
-@microversion.requires(versions.POST_ALLOCATIONS)
 def set_allocations(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    context = wsgi_util.context_of(request)
-    context.can("placement:allocations:manage")
+    wsgi_util.authorize(request)
     data = wsgi_util.extract_json(request, schema.post_schema(microversion.version_of(request)))
     requests = [handler_util.consumer_request(request, consumer_uuid, consumer_data)
                 for consumer_uuid, consumer_data in data.items()]
@@ -114,6 +111,6 @@ def set_allocations(request: webob.Request) -> webob.Response:
 
 def delete_allocations(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:allocations:delete")
+    wsgi_util.authorize(request)
     db_api.write(context.db, allocation_obj.delete_for_consumer, request.urlvars["consumer_uuid"])
     return wsgi_util.empty_response(request)

@@ -30,10 +30,8 @@ from placement.versions import Version
 GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
 
 
-@microversion.requires(versions.ALLOCATION_CANDIDATES)
 def list_allocation_candidates(request: webob.Request) -> webob.Response:
-    context, version, groups, options = _searched(
-        request, "placement:allocation_candidates:list", schema.query_schema)
+    context, version, groups, options = _searched(request, schema.query_schema)
     with context.db.reader() as connection:
         candidates = find.find(
             connection, groups, options,
@@ -42,28 +40,25 @@ def list_allocation_candidates(request: webob.Request) -> webob.Response:
     return wsgi_util.json_response(request, _body(candidates, version), cache_headers=True)
 
 
-@microversion.requires(versions.ALLOCATION_CANDIDATES)
 def explain_allocation_candidates(request: webob.Request) -> webob.Response:
     """GET /allocation_candidates/explain: the query of the candidates (and
     ``provider=<uuid>``, repeatable) answered with the funnel of its
     constraints instead of the candidates."""
-    context, _, groups, options = _searched(
-        request, "placement:allocation_candidates:explain", schema.explain_query_schema)
+    context, _, groups, options = _searched(request, schema.explain_query_schema)
     provider_uuids = query.parse_provider_uuids(wsgi_util.query_values(request, "provider"))
     with context.db.reader() as connection:
         explanation = explain.explain(connection, groups, options, provider_uuids)
     return wsgi_util.json_response(request, dataclasses.asdict(explanation))
 
 
-def _searched(request: webob.Request, rule: str,
-              query_schema_of: Callable[[Version], dict]
+def _searched(request: webob.Request, query_schema_of: Callable[[Version], dict]
               ) -> tuple[RequestContext, Version, list[RequestGroup], SearchOptions]:
-    """The checks both candidate routes make (Accept, the policy ``rule``)
-    and their query, validated against ``query_schema_of`` the request's
-    version: the context, the version, the request groups and options."""
+    """The checks both candidate routes make (Accept, the policy of the
+    route) and their query, validated against ``query_schema_of`` the
+    request's version: the context, the version, the request groups and
+    options."""
     wsgi_util.check_accept(request)
-    context = wsgi_util.context_of(request)
-    context.can(rule)
+    context = wsgi_util.authorize(request)
     version = microversion.version_of(request)
     groups, options = _search_request(request, version, query_schema_of(version),
                                       context.conf.placement)

@@ -24,7 +24,6 @@ from placement.objects.resource_class import ResourceClassNotFound
 from placement.objects.resource_provider import ResourceProvider
 from placement.schemas import inventory as schema
 
-POLICY = "placement:resource_providers:inventories:"
 # From 1.26 an inventory may reserve all of its total (capacity 0).
 
 
@@ -63,11 +62,11 @@ def _collection(provider: ResourceProvider, inventories: Iterable[Inventory]) ->
     }
 
 
-def _read(request: webob.Request, rule: str) -> tuple[ResourceProvider, dict[str, Inventory]]:
+def _read(request: webob.Request) -> tuple[ResourceProvider, dict[str, Inventory]]:
     """Common part of the GET routes: the provider and its inventories."""
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can(POLICY + rule)
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         # Upstream's odd spacing: "... found : No resource provider ...".
         provider = handler_util.path_provider(
@@ -76,14 +75,14 @@ def _read(request: webob.Request, rule: str) -> tuple[ResourceProvider, dict[str
 
 
 def get_inventories(request: webob.Request) -> webob.Response:
-    provider, inventories = _read(request, "list")
+    provider, inventories = _read(request)
     return wsgi_util.json_response(
         request, _collection(provider, inventories.values()), cache_headers=True,
         last_modified=wsgi_util.newest(inv.last_modified() for inv in inventories.values()))
 
 
 def get_inventory(request: webob.Request) -> webob.Response:
-    provider, inventories = _read(request, "show")
+    provider, inventories = _read(request)
     resource_class = request.urlvars["resource_class"]
     inventory = inventories.get(resource_class)
     if inventory is None:
@@ -94,7 +93,7 @@ def get_inventory(request: webob.Request) -> webob.Response:
 
 def create_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    wsgi_util.context_of(request).can(POLICY + "create")
+    wsgi_util.authorize(request)
     uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.POST_INVENTORY)
     inventory = Inventory.from_fields(data["resource_class"], data)
@@ -119,7 +118,7 @@ def create_inventory(request: webob.Request) -> webob.Response:
 
 def update_inventory(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    wsgi_util.context_of(request).can(POLICY + "update")
+    wsgi_util.authorize(request)
     uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORY)
     inventory = Inventory.from_fields(request.urlvars["resource_class"], data)
@@ -158,7 +157,7 @@ def _records(inventories: dict[str, dict]) -> list[Inventory]:
 
 def set_inventories(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
-    wsgi_util.context_of(request).can(POLICY + "update")
+    wsgi_util.authorize(request)
     uuid = handler_util.require_provider(request).uuid
     data = wsgi_util.extract_json(request, schema.PUT_INVENTORIES)
     inventories: list[Inventory] = []
@@ -186,9 +185,8 @@ def set_inventories(request: webob.Request) -> webob.Response:
         cache_headers=True)
 
 
-@microversion.requires(versions.DELETE_ALL_INVENTORIES, status=webob.exc.HTTPMethodNotAllowed)
 def delete_inventories(request: webob.Request) -> webob.Response:
-    wsgi_util.context_of(request).can(POLICY + "delete")
+    wsgi_util.authorize(request)
     uuid = handler_util.require_provider(request).uuid
     try:
         _write(request, lambda connection, provider:
@@ -202,7 +200,7 @@ def delete_inventories(request: webob.Request) -> webob.Response:
 
 
 def delete_inventory(request: webob.Request) -> webob.Response:
-    wsgi_util.context_of(request).can(POLICY + "delete")
+    wsgi_util.authorize(request)
     handler_util.require_provider(request)
     resource_class = request.urlvars["resource_class"]
     not_found = f"No inventory of class {resource_class} found for delete"

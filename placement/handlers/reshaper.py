@@ -7,7 +7,7 @@ import re
 
 import webob
 
-from placement import errors, microversion, versions, wsgi_util
+from placement import errors, microversion, wsgi_util
 from placement.handlers import util as handler_util
 from placement.objects import allocation as allocation_obj
 from placement.objects import inventory as inventory_obj
@@ -17,11 +17,10 @@ from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
 
-@microversion.requires(versions.RESHAPER)
 def reshape(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:reshaper:reshape")
+    wsgi_util.authorize(request)
     data = wsgi_util.extract_json(request, schema.reshape_schema(
         microversion.version_of(request)))
     inventories = [

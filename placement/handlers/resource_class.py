@@ -11,8 +11,6 @@ from placement.objects import resource_class as rc_obj
 from placement.objects.resource_class import ResourceClass
 from placement.schemas import resource_class as schema
 
-POLICY = "placement:resource_classes:"
-
 
 def _location(request: webob.Request, name: str) -> str:
     return wsgi_util.url(request, f"/resource_classes/{name}")
@@ -23,11 +21,10 @@ def _representation(request: webob.Request, resource_class: ResourceClass) -> di
             "links": [{"rel": "self", "href": _location(request, resource_class.name)}]}
 
 
-@microversion.requires(versions.RESOURCE_CLASSES)
 def list_resource_classes(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "list")
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         classes = rc_obj.get_all(connection)
     body = {"resource_classes": [_representation(request, rc) for rc in classes]}
@@ -36,11 +33,10 @@ def list_resource_classes(request: webob.Request) -> webob.Response:
         last_modified=wsgi_util.newest(rc.updated_at or rc.created_at for rc in classes))
 
 
-@microversion.requires(versions.RESOURCE_CLASSES)
 def get_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "show")
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         resource_class = rc_obj.get_by_name(connection, request.urlvars["name"])
     return wsgi_util.json_response(
@@ -48,18 +44,16 @@ def get_resource_class(request: webob.Request) -> webob.Response:
         last_modified=resource_class.updated_at or resource_class.created_at)
 
 
-@microversion.requires(versions.RESOURCE_CLASSES)
 def create_resource_class(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "create")
+    wsgi_util.authorize(request)
     data = wsgi_util.extract_json(request, schema.RESOURCE_CLASS)
     db_api.write(context.db, rc_obj.create, data["name"])
     return wsgi_util.empty_response(request, status=201,
                                     location=_location(request, data["name"]))
 
 
-@microversion.requires(versions.RESOURCE_CLASSES)
 def update_resource_class(request: webob.Request) -> webob.Response:
     if microversion.version_of(request) >= versions.RESOURCE_CLASS_CREATE_OR_VERIFY:
         return _create_or_verify(request)
@@ -69,7 +63,7 @@ def update_resource_class(request: webob.Request) -> webob.Response:
 def _rename(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "update")
+    wsgi_util.authorize(request)
     data = wsgi_util.extract_json(request, schema.RESOURCE_CLASS)
 
     def renamed(connection: sa.engine.Connection) -> ResourceClass:
@@ -82,7 +76,7 @@ def _rename(request: webob.Request) -> webob.Response:
 
 def _create_or_verify(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "update")
+    wsgi_util.authorize(request)
     name = request.urlvars["name"]
     # The path name gets exactly the validation a POST body would.
     wsgi_util.validate({"name": name}, schema.RESOURCE_CLASS, "JSON does not validate")
@@ -94,10 +88,9 @@ def _create_or_verify(request: webob.Request) -> webob.Response:
     return wsgi_util.empty_response(request, status=status, location=_location(request, name))
 
 
-@microversion.requires(versions.RESOURCE_CLASSES)
 def delete_resource_class(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can(POLICY + "delete")
+    wsgi_util.authorize(request)
 
     def deleted(connection: sa.engine.Connection) -> None:
         resource_class = rc_obj.get_by_name(connection, request.urlvars["name"])

@@ -106,7 +106,7 @@ def _provider_response(request: webob.Request, provider: rp_obj.ResourceProvider
 def create_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:create")
+    wsgi_util.authorize(request)
     version = microversion.version_of(request)
     data = wsgi_util.extract_json(request, schema.post_schema(version))
     name = data["name"]
@@ -126,7 +126,7 @@ def create_resource_provider(request: webob.Request) -> webob.Response:
 def get_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:show")
+    wsgi_util.authorize(request)
     with context.db.reader() as conn:
         provider = rp_obj.get_by_uuid(conn, request.urlvars["uuid"])
     return _provider_response(request, provider)
@@ -135,7 +135,7 @@ def get_resource_provider(request: webob.Request) -> webob.Response:
 def update_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:update")
+    wsgi_util.authorize(request)
     version = microversion.version_of(request)
     uuid = request.urlvars["uuid"]
     handler_util.require_provider(request)
@@ -156,7 +156,7 @@ def update_resource_provider(request: webob.Request) -> webob.Response:
 
 def delete_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:delete")
+    wsgi_util.authorize(request)
     db_api.write(context.db, rp_obj.delete, request.urlvars["uuid"])
     return wsgi_util.empty_response(request)
 
@@ -203,7 +203,7 @@ def _resolve_names(conn, filters: rp_obj.ProviderFilters, resources: dict[str, i
 def list_resource_providers(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:list")
+    wsgi_util.authorize(request)
     filters, resources, traits = _parse_filters(request)
     with context.db.reader() as conn:
         filters = _resolve_names(conn, filters, resources, traits)

@@ -7,7 +7,7 @@ import re
 
 import webob
 
-from placement import errors, microversion, versions, wsgi_util
+from placement import errors, wsgi_util
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
 from placement.objects import resource_provider as rp_obj
@@ -46,11 +46,10 @@ def _associated_filter(value: str) -> bool:
     return lowered == "true"
 
 
-@microversion.requires(versions.TRAITS)
 def list_traits(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:traits:list")
+    wsgi_util.authorize(request)
     params = wsgi_util.query_params(request, schema.LIST_QUERY_SCHEMA)
     filters = _name_filter(params["name"]) if "name" in params else {}
     if "associated" in params:
@@ -61,20 +60,18 @@ def list_traits(request: webob.Request) -> webob.Response:
                                    cache_headers=True, last_modified=_newest(traits))
 
 
-@microversion.requires(versions.TRAITS)
 def get_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:traits:show")
+    wsgi_util.authorize(request)
     with context.db.reader() as conn:
         trait = trait_obj.get(conn, request.urlvars["name"])
     return wsgi_util.empty_response(request, cache_headers=True,
                                     last_modified=trait.created_at)
 
 
-@microversion.requires(versions.TRAITS)
 def put_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:traits:update")
+    wsgi_util.authorize(request)
     name = request.urlvars["name"]
     if len(name) > schema.CUSTOM_TRAIT["maxLength"] or not _CUSTOM_TRAIT.fullmatch(name):
         raise errors.bad_request(INVALID_TRAIT)
@@ -85,10 +82,9 @@ def put_trait(request: webob.Request) -> webob.Response:
         cache_headers=True, last_modified=trait.created_at)
 
 
-@microversion.requires(versions.TRAITS)
 def delete_trait(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:traits:delete")
+    wsgi_util.authorize(request)
     db_api.write(context.db, trait_obj.delete, request.urlvars["name"])
     return wsgi_util.empty_response(request)
 
@@ -101,11 +97,10 @@ def _provider_traits_response(request: webob.Request, traits: list[trait_obj.Tra
                                    last_modified=_newest(traits))
 
 
-@microversion.requires(versions.TRAITS)
 def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:traits:list")
+    wsgi_util.authorize(request)
     with context.db.reader() as conn:
         # Upstream repeats the message on this route.
         provider = handler_util.path_provider(conn, request, "{error}: {error}")
@@ -113,11 +108,10 @@ def list_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(versions.TRAITS)
 def update_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     wsgi_util.require_json_content(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:traits:update")
+    wsgi_util.authorize(request)
     data = wsgi_util.extract_json(request, schema.SET_PROVIDER_TRAITS_SCHEMA)
     provider, traits = db_api.write(
         context.db, trait_obj.set_for_provider, request.urlvars["uuid"], data["traits"],
@@ -125,9 +119,8 @@ def update_traits_for_resource_provider(request: webob.Request) -> webob.Respons
     return _provider_traits_response(request, traits, provider)
 
 
-@microversion.requires(versions.TRAITS)
 def delete_traits_for_resource_provider(request: webob.Request) -> webob.Response:
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:traits:delete")
+    wsgi_util.authorize(request)
     db_api.write(context.db, trait_obj.delete_all_for_provider, request.urlvars["uuid"])
     return wsgi_util.empty_response(request)

@@ -16,7 +16,7 @@ def list_usages(request: webob.Request) -> webob.Response:
     """GET /resource_providers/{uuid}/usages"""
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
-    context.can("placement:resource_providers:usages")
+    wsgi_util.authorize(request)
     with context.db.reader() as connection:
         generation, usages = handler_util.path_lookup(
             request, "No resource provider with uuid {uuid} found: {error}",
@@ -34,14 +34,13 @@ def _requested_project(request: webob.Request) -> str | None:
         return None
 
 
-@microversion.requires(versions.USAGES)
 def get_total_usages(request: webob.Request) -> webob.Response:
     """GET /usages?project_id=&user_id=[&consumer_type=]"""
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     # The policy target is the project asked about (a project reader may see
     # its own usages), checked before the query string is validated.
-    context.can("placement:usages", target={"project_id": _requested_project(request)})
+    wsgi_util.authorize(request, target={"project_id": _requested_project(request)})
     by_consumer_type = microversion.version_of(request) >= versions.CONSUMER_TYPES
     params = wsgi_util.query_params(
         request, schema.USAGES_QUERY_V1_38 if by_consumer_type else schema.USAGES_QUERY)

@@ -14,8 +14,9 @@ import webob
 from oslo_db import exception as db_exc
 
 from placement import conf as placement_conf
-from placement import deploy, router
+from placement import deploy
 from tests.db import FreshDatabase
+from tests.fixtures import ops
 from tests.fixtures.base import build_app
 from tests.fixtures.silent_identity import keystone_authtoken
 
@@ -92,7 +93,7 @@ def test_server_errors_are_json(app, monkeypatch, raised, status):
     def broken(request):
         raise raised
 
-    monkeypatch.setitem(router.ROUTES["/traits"], "GET", broken)
+    ops.broken_route(monkeypatch, "/traits", "GET", broken)
     assert_json_error(_send(app, "GET", "/traits"), status, True)
 
 

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 import webob
 
-from placement import errors, router
+from placement import errors
 from tests.db import FreshDatabase
+from tests.fixtures import ops
 from tests.fixtures.base import build_app
 
 
@@ -35,7 +36,7 @@ def _get(app, path: str, **headers: str) -> webob.Response:
 
 @pytest.mark.parametrize("version, has_code", [("1.22", False), ("1.23", True)])
 def test_unexpected_exception_is_a_json_500(app, monkeypatch, version, has_code):
-    monkeypatch.setitem(router.ROUTES["/traits"], "GET", _broken_handler)
+    ops.broken_route(monkeypatch, "/traits", "GET", _broken_handler)
     response = _get(app, "/traits", **{"OpenStack-API-Version": f"placement {version}"})
     assert response.status_int == 500
     assert response.content_type == "application/json"
@@ -48,8 +49,9 @@ def test_unexpected_exception_is_a_json_500(app, monkeypatch, version, has_code)
 
 
 def test_unexpected_exception_as_html(app, monkeypatch):
-    monkeypatch.setitem(router.ROUTES["/traits"], "GET", _broken_handler)
-    response = _get(app, "/traits", Accept="text/html")
+    ops.broken_route(monkeypatch, "/traits", "GET", _broken_handler)
+    response = _get(app, "/traits", Accept="text/html",
+                    **{"OpenStack-API-Version": "placement 1.6"})
     assert response.status_int == 500
     assert response.content_type == "text/html"
     assert "secret internal detail" not in response.text

@@ -29,11 +29,11 @@ from placement import openapi, router, versions
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
-def served_routes() -> list[tuple[str, str]]:
+def served_routes(routes: openapi.Routes = router.ROUTES) -> list[tuple[str, str]]:
     """Every (path, method) of the route table. The empty path is the
     mount point itself, served like ``/``: it is listed as ``/``."""
     pairs = []
-    for path, methods in router.ROUTES.items():
+    for path, methods in routes.items():
         for method in methods:
             pair = (path or "/", method)
             if pair not in pairs:
@@ -99,11 +99,12 @@ def _query_rows(operation: dict) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_reference() -> str:
-    """The reStructuredText of the whole API reference."""
-    document = openapi.document(router.ROUTES)
+def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
+    """The reStructuredText of the whole API reference (of the route table
+    ``routes``: the service's)."""
+    document = openapi.document(routes)
     by_path: dict[str, list[str]] = {}
-    for path, method in served_routes():
+    for path, method in served_routes(routes):
         by_path.setdefault(path, []).append(method)
     lines: list[str] = []
     summary_rows = []
