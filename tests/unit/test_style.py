@@ -1,7 +1,8 @@
 """Style rules of the code, the tests and the history: ruff clean (the
-rules are in pyproject.toml), every database seeding helper of the tests
-written once, in tests/fixtures/seed.py, and every commit message as
-OpenStack keeps them (doc/source/contributor/contributing.rst)."""
+rules are in pyproject.toml), modules and functions of a size a newcomer
+reads, every database seeding helper of the tests written once, in
+tests/fixtures/seed.py, and every commit message as OpenStack keeps them
+(doc/source/contributor/contributing.rst)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,38 @@ def _module_functions(path: str) -> list[str]:
 
 def _test_modules() -> list[str]:
     return sorted(glob.glob(os.path.join(TESTS, "**", "*.py"), recursive=True))
+
+
+# Lines a module of the package may have (migrations excepted), and a
+# function (data literals excepted: a function whose body is one return of
+# a literal, as the route table's builders would be).
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 60
+
+
+def _package_modules() -> list[str]:
+    migrations = os.path.join(ROOT, "placement", "db", "alembic")
+    return [path for path in glob.glob(os.path.join(ROOT, "placement", "**", "*.py"),
+                                       recursive=True)
+            if not path.startswith(migrations)]
+
+
+def test_modules_and_functions_are_of_a_readable_size():
+    long_modules, long_functions = [], []
+    for path in _package_modules():
+        with open(path, encoding="utf-8") as module:
+            source = module.read()
+        name = os.path.relpath(path, ROOT)
+        if source.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(name)
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            literal = (len(node.body) == 1 and isinstance(node.body[0], ast.Return)
+                       and isinstance(node.body[0].value, (ast.Dict, ast.List, ast.Tuple)))
+            if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES and not literal:
+                long_functions.append(f"{name}:{node.lineno} {node.name}")
+    assert (long_modules, long_functions) == ([], [])
 
 
 def test_fixture_functions_have_one_home():
