@@ -117,17 +117,9 @@ def _sigterm(server: ops.Server, timeout: float) -> float:
 def test_sigterm_with_a_request_in_flight(tmp_path, identity_timeout, answered):
     grace = api.SHUTDOWN_TIMEOUT_SECONDS
     with silent_identity_service() as identity:
-        config_file = tmp_path / "placement.conf"
-        config_file.write_text(f"""
-[api]
-auth_strategy = keystone
-[placement_database]
-connection = sqlite:///{tmp_path}/placement.sqlite
-sync_on_startup = True
-{keystone_authtoken(identity, http_connect_timeout=identity_timeout,
-                    http_request_max_retries=0)}""")
-        server = ops.api_server(ops.free_port(), {"OS_PLACEMENT_CONFIG_DIR": str(tmp_path)},
-                                str(config_file))
+        server = ops.keystone_api_server(
+            str(tmp_path), keystone_authtoken(identity, http_connect_timeout=identity_timeout,
+                                              http_request_max_retries=0))
         try:
             server.wait_until_serving()
             client, outcome = _in_flight(server)

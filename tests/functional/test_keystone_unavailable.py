@@ -30,18 +30,7 @@ def identity():
 @pytest.fixture(scope="module")
 def placement(identity, tmp_path_factory):
     directory = tmp_path_factory.mktemp("silent-keystone")
-    config_file = directory / "placement.conf"
-    config_file.write_text(f"""
-[api]
-auth_strategy = keystone
-
-[placement_database]
-connection = sqlite:///{directory}/placement.sqlite
-sync_on_startup = True
-
-{keystone_authtoken(identity)}""")
-    with ops.api_server(ops.free_port(), {"OS_PLACEMENT_CONFIG_DIR": str(directory)},
-                        str(config_file)) as server:
+    with ops.keystone_api_server(str(directory), keystone_authtoken(identity)) as server:
         yield server
 
 
