@@ -91,6 +91,8 @@ allocations = sa.Table(
              "resource_provider_id", "resource_class_id", "used"),
     sa.Index("allocations_resource_class_id_idx", "resource_class_id"),
     sa.Index("allocations_consumer_id_idx", "consumer_id"),
+    # GET /usages reads a consumer's allocations from this index alone
+    sa.Index("allocations_consumer_class_used_idx", "consumer_id", "resource_class_id", "used"),
     **MYSQL_TABLE_OPTIONS,
 )
 

@@ -65,37 +65,50 @@ _BY_TYPE, _ALL_TYPES, _UNKNOWN_TYPE, _ONE_TYPE = "by type", "all", "unknown", "o
 def _project_usages_statement(by_user: bool, types: str | None) -> sa.Executable:
     """Per group of consumers (their type's name; NULL when not grouped)
     the sum of each class, and (from 1.38) in rows without a class the
-    number of consumers of the group with allocations; ordered by class id."""
+    number of consumers of the group with allocations.
+
+    Both parts group by the consumers' type id, read off the consumers the
+    project's index finds and the allocations the consumer's covering index
+    holds; the names of the (few) groups are joined to the (few) sums
+    afterwards, not to every allocation."""
     consumers = _consumers.join(_projects, _projects.c.id == _consumers.c.project_id)
     where = [_projects.c.external_id == sa.bindparam("project_id")]
     if by_user:
         consumers = consumers.join(_users, _users.c.id == _consumers.c.user_id)
         where.append(_users.c.external_id == sa.bindparam("user_id"))
+    allocated = _alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id)
     if types is None:
         return (sa.select(sa.null().label("grp"), _alloc.c.resource_class_id,
                           sa.func.sum(_alloc.c.used).label("used"))
-                .select_from(_alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id))
-                .where(*where)
-                .group_by(_alloc.c.resource_class_id).order_by(_alloc.c.resource_class_id))
-    consumers = consumers.outerjoin(_types, _types.c.id == _consumers.c.consumer_type_id)
-    group: sa.ColumnElement = sa.func.coalesce(_types.c.name, UNKNOWN)
+                .select_from(allocated).where(*where)
+                .group_by(_alloc.c.resource_class_id))
+    type_id: sa.ColumnElement = _consumers.c.consumer_type_id
     if types == _ALL_TYPES:
-        group = sa.literal(ALL)
+        type_id = sa.cast(sa.null(), sa.Integer)
     elif types == _UNKNOWN_TYPE:
         where.append(_consumers.c.consumer_type_id.is_(None))
     elif types == _ONE_TYPE:
-        where.append(_types.c.name == sa.bindparam("consumer_type"))
-    sums = (sa.select(group.label("grp"), _alloc.c.resource_class_id,
+        where.append(_consumers.c.consumer_type_id == (
+            sa.select(_types.c.id).where(_types.c.name == sa.bindparam("consumer_type"))
+            .scalar_subquery()))
+    grouped = [type_id] if types != _ALL_TYPES else []
+    sums = (sa.select(type_id.label("type_id"), _alloc.c.resource_class_id,
                       sa.func.sum(_alloc.c.used).label("used"))
-            .select_from(_alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id))
-            .where(*where).group_by(group, _alloc.c.resource_class_id))
+            .select_from(allocated).where(*where)
+            .group_by(*grouped, _alloc.c.resource_class_id))
     # The consumers with an allocation, counted without joining their
     # allocations (a COUNT(DISTINCT) of the join costs twice as much).
-    counts = (sa.select(group.label("grp"), sa.null(), sa.func.count())
+    counts = (sa.select(type_id.label("type_id"), sa.null(), sa.func.count())
               .select_from(consumers)
               .where(*where, sa.exists().where(_alloc.c.consumer_id == _consumers.c.uuid))
-              .group_by(group))
-    return sa.union_all(sums, counts)
+              .group_by(*grouped))
+    groups = sa.union_all(sums, counts).subquery("groups")
+    if types == _ALL_TYPES:
+        return sa.select(sa.literal(ALL).label("grp"), groups.c.resource_class_id,
+                         groups.c.used)
+    return (sa.select(sa.func.coalesce(_types.c.name, UNKNOWN).label("grp"),
+                      groups.c.resource_class_id, groups.c.used)
+            .select_from(groups.outerjoin(_types, _types.c.id == groups.c.type_id)))
 
 
 def _project_usages(connection: sa.engine.Connection, project_id: str, user_id: str | None,
