@@ -8,13 +8,12 @@ from __future__ import annotations
 import webob
 
 from placement import wsgi_util
+from placement.candidates import inventory_usages
 from placement.candidates import lists as provider_lists
 from placement.handlers import util as handler_util
-from placement.objects import provider_usage
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import capacity_providers as schema
 
-_NOTHING: tuple[dict, dict] = ({}, {})
 _UNFILTERED = rp_obj.ProviderFilters()
 
 
@@ -26,17 +25,15 @@ def list_provider_usages(request: webob.Request) -> webob.Response:
         request, schema.FILTERS_VERSION)
     with context.db.reader() as connection:
         filters = handler_util.resolve_list_filters(connection, filters, resources, traits)
-        providers = provider_lists.list_providers(connection, filters).providers
-        # every provider listed: no list of their ids to send
-        report = provider_usage.inventories_and_usages(
-            connection, None if filters == _UNFILTERED else [p.id for p in providers])
+        if filters == _UNFILTERED:  # the uuids and trees are the copy's
+            listed = rp_obj.names_and_generations(connection)
+        else:
+            listed = [(provider.id, provider.name, provider.generation) for provider in
+                      provider_lists.list_providers(connection, filters).providers]
+        snapshot = inventory_usages.read(connection)
     body = []
-    for provider in providers:
-        inventories, usages = report.get(provider.id, _NOTHING)
-        body.append({"uuid": provider.uuid, "name": provider.name,
-                     "generation": provider.generation,
-                     "parent_provider_uuid": provider.parent_provider_uuid,
-                     "root_provider_uuid": provider.root_provider_uuid,
-                     "inventories": inventories, "usages": usages})
+    for provider_id, name, generation in listed:
+        entry = snapshot.report(provider_id)
+        if entry is not None:
+            body.append({"name": name, "generation": generation, **entry})
     return wsgi_util.json_response(request, {"resource_providers": body})
-
