@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterator
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
 from placement.candidates.follower import current, usages
-from placement.candidates.provider_copy import CachedProvider, ProviderCopy
+from placement.candidates.memo import Key
+from placement.candidates.provider_copy import ProviderCopy
 from placement.objects import resource_class
 
-__all__ = ["Snapshot", "read"]
+__all__ = ["CLOUD", "Snapshot", "Total", "capacity_totals", "read"]
+
+# The aggregate label of the whole cloud's totals.
+CLOUD = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,14 +73,6 @@ class Snapshot:
                 "root_provider_uuid": providers[provider.root_id].uuid,
                 "inventories": inventories, "usages": amounts}
 
-    def inventories(self) -> Iterator[tuple[CachedProvider, int, int, int]]:
-        """(provider, class id, capacity, amount allocated) of every
-        inventory of the copy."""
-        for provider in self.copy.providers.values():
-            used = self.used.get(provider.id, {})
-            for class_id, inventory in provider.inventories.items():
-                yield provider, class_id, inventory.capacity, used.get(class_id, 0)
-
 
 def read(connection: sa.engine.Connection) -> Snapshot:
     """The providers as ``connection``'s transaction sees them (the copy,
@@ -89,3 +85,86 @@ def read(connection: sa.engine.Connection) -> Snapshot:
             used[provider_id][class_id] = int(amount)
     return Snapshot(copy, dict(used),
                     resource_class.names_from_ids(connection, copy.class_members))
+
+
+class Total(NamedTuple):
+    """One resource class's totals over the whole cloud or an aggregate."""
+
+    resource_class: str
+    aggregate: str  # uuid, or CLOUD
+    capacity: int  # the sum of (total - reserved) * allocation_ratio
+    used: int
+    # what can still be allocated, inventory by inventory: capacity - used
+    # but for an inventory shrunk below its usage, which frees nothing
+    free: int
+
+
+class _Places(Key["dict[int, tuple[str, ...]]"]):
+    """The aggregates each provider of a copy counts in, CLOUD first."""
+    # aggregates: frozenset[str] (those with totals of their own)
+    __slots__ = ()
+
+
+def _places(copy: ProviderCopy, aggregates: frozenset[str]) -> dict[int, tuple[str, ...]]:
+    places = {}
+    alone = (CLOUD,)
+    for provider in copy.providers.values():
+        # a tree's providers count in the aggregates of its root (a compute's
+        # NUMA nodes in the compute's), as member_of selects trees
+        root = copy.providers[provider.root_id]
+        places[provider.id] = (
+            (CLOUD, *sorted((provider.aggregates | root.aggregates) & aggregates))
+            if aggregates and (provider.aggregates or root.aggregates) else alone)
+    return places
+
+
+# The capacities of the last copy asked about: (copy serial, aggregates)
+# and (class id, aggregate or CLOUD) -> capacity. A copy's memo would
+# not do: a copy whose inventory amounts alone changed keeps its
+# predecessor's memo (the indexes are the same), and an entry per serial
+# would crowd out the search's.
+_last_capacities: tuple[tuple[int, frozenset[str]], dict[tuple[int, str], int]] | None = None
+
+
+def _capacities(copy: ProviderCopy, aggregates: frozenset[str],
+                places: dict[int, tuple[str, ...]]) -> dict[tuple[int, str], int]:
+    global _last_capacities
+    kept = _last_capacities
+    if kept is not None and kept[0] == (copy.serial, aggregates):
+        return kept[1]
+    capacities: dict[tuple[int, str], int] = defaultdict(int)
+    for provider in copy.providers.values():
+        labels = places[provider.id]
+        for class_id, inventory in provider.inventories.items():
+            for label in labels:
+                capacities[class_id, label] += inventory.capacity
+    _last_capacities = ((copy.serial, aggregates), dict(capacities))
+    return _last_capacities[1]
+
+
+def capacity_totals(snapshot: Snapshot, aggregate_limit: int) -> list[Total]:
+    """Per resource class, the totals of the whole cloud and of the
+    ``aggregate_limit`` aggregates with the most providers (then by uuid).
+    The capacities are worked out once per copy, where each provider
+    counts once per copy's indexes; each call adds up only the usages
+    read, one entry per inventory in use."""
+    copy = snapshot.copy
+    members = copy.aggregate_members
+    chosen = frozenset(sorted(members, key=lambda uuid: (-len(members[uuid]), uuid))
+                       [:aggregate_limit])
+    places = copy.memo.get_or_make(_Places(chosen), lambda: _places(copy, chosen))
+    capacities = _capacities(copy, chosen, places)
+    used: dict[tuple[int, str], int] = defaultdict(int)
+    taken: dict[tuple[int, str], int] = defaultdict(int)
+    for provider_id, amounts in snapshot.used.items():
+        inventories = copy.providers[provider_id].inventories
+        labels = places[provider_id]
+        for class_id, amount in amounts.items():
+            within = min(amount, inventories[class_id].capacity)
+            for label in labels:
+                used[class_id, label] += amount
+                taken[class_id, label] += within
+    return [Total(snapshot.names[class_id], label, capacity, used[class_id, label],
+                  capacity - taken[class_id, label])
+            for (class_id, label), capacity in sorted(
+                capacities.items(), key=lambda item: (snapshot.names[item[0][0]], item[0][1]))]
