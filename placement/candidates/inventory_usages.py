@@ -43,8 +43,9 @@ class Snapshot:
     # class id -> name, for every class some provider has an inventory of
     names: dict[int, str]
 
-    def report(self, provider_id: int) -> dict | None:
-        """The provider's uuid, parent and root uuids, inventories
+    def report(self, provider_id: int, name: str, generation: int) -> dict | None:
+        """The provider (with the ``name`` and ``generation`` its caller
+        read) by its uuid, parent and root uuids, inventories
         ({class name: fields as the API shows them}) and usages ({class
         name: amount}, 0 where none, only classes with inventory) in class
         id order, as GET /resource_providers/{uuid}, /inventories and
@@ -58,17 +59,17 @@ class Snapshot:
         inventories, amounts = {}, {}
         for class_id in sorted(provider.inventories):
             inventory = provider.inventories[class_id]
-            name = self.names[class_id]
+            class_name = self.names[class_id]
             # a literal: dict(zip(FIELDS, ...)) costs twice as much, for
             # tens of thousands of inventories
-            inventories[name] = {
+            inventories[class_name] = {
                 "total": inventory.total, "reserved": inventory.reserved,
                 "min_unit": inventory.min_unit, "max_unit": inventory.max_unit,
                 "step_size": inventory.step_size,
                 "allocation_ratio": float(inventory.allocation_ratio)}
-            amounts[name] = used.get(class_id, 0)
+            amounts[class_name] = used.get(class_id, 0)
         parent = providers.get(provider.parent_id) if provider.parent_id else None
-        return {"uuid": provider.uuid,
+        return {"uuid": provider.uuid, "name": name, "generation": generation,
                 "parent_provider_uuid": parent.uuid if parent else None,
                 "root_provider_uuid": providers[provider.root_id].uuid,
                 "inventories": inventories, "usages": amounts}

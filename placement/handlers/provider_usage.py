@@ -31,9 +31,6 @@ def list_provider_usages(request: webob.Request) -> webob.Response:
             listed = [(provider.id, provider.name, provider.generation) for provider in
                       provider_lists.list_providers(connection, filters).providers]
         snapshot = inventory_usages.read(connection)
-    body = []
-    for provider_id, name, generation in listed:
-        entry = snapshot.report(provider_id)
-        if entry is not None:
-            body.append({"name": name, "generation": generation, **entry})
+    body = [entry for entry in (snapshot.report(*provider) for provider in listed)
+            if entry is not None]
     return wsgi_util.json_response(request, {"resource_providers": body})
