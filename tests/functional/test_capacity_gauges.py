@@ -5,11 +5,16 @@ what the API's per-provider inventories, usages and aggregates add up to
 
 from __future__ import annotations
 
+import types
 import uuid
 from collections import defaultdict
 
 import pytest
+import sqlalchemy as sa
 
+from placement.db import api as db_api
+from tests import db as test_db
+from tests.fixtures import ops
 from tests.fixtures.base import build_app
 from tests.fixtures.metrics import scrape
 from tests.fixtures.provider_api import ProviderApi, in_process
@@ -138,3 +143,18 @@ def test_off_when_configured(database):
     samples = scrape(app)
     assert capacity_samples(samples) == {}
     assert any(name.startswith("placement_http_requests") for name, _ in samples)
+
+
+def test_left_out_while_the_database_cannot_be_reached(server_backend):
+    """A scrape still answers, with the other metrics, when the capacity
+    cannot be read (the run's database server, at a port nobody listens on)."""
+    url = sa.engine.make_url(test_db.SERVER_URLS[server_backend]).set(
+        port=ops.free_port(), database="placement").render_as_string(hide_password=False)
+    db = db_api.Database(db_api.create_engine(url), max_retries=1)
+    try:
+        app = build_app(types.SimpleNamespace(url=url, db=db), {("metrics", "enabled"): True})
+        samples = scrape(app)
+    finally:
+        db.dispose()
+    assert capacity_samples(samples) == {}
+    assert any(name.startswith("placement_") for name, _ in samples)
