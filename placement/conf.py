@@ -244,6 +244,28 @@ metrics_opts = [
     ),
 ]
 
+# [capacity]: what GET /metrics says of the cloud's capacity (the
+# ``placement_capacity_*`` gauges, placement.capacity_gauges).
+capacity_opts = [
+    cfg.BoolOpt(
+        "resource_gauges",
+        default=True,
+        help="With [metrics] enabled, serve at GET /metrics, per resource class, the "
+        "capacity ((total - reserved) * allocation_ratio), the amount used and the "
+        "amount free of the whole cloud (aggregate=\"\") and of each aggregate "
+        "(placement_capacity_total, _used and _free), computed by the process "
+        "answering the scrape from its provider copy and one read of the usages.",
+    ),
+    cfg.IntOpt(
+        "aggregate_gauges_limit",
+        default=50,
+        min=0,
+        help="At most this many aggregates get their own placement_capacity_* series "
+        "(those with the most providers, then by uuid); 0: the whole cloud only. "
+        "Each aggregate adds three series per resource class to every scrape.",
+    ),
+]
+
 # oslo.policy 6 always enforces scope types and dropped this option; placement
 # keeps accepting it (deployments and test suites set it) and honours it.
 enforce_scope_opt = cfg.BoolOpt(
@@ -267,6 +289,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(metrics_opts, group="metrics")
+    conf.register_opts(capacity_opts, group="capacity")
     # The options of the libraries the middleware stack is made of are
     # registered here too, so that they are known (config files,
     # OS_<GROUP>__<OPTION> variables, --help) before any middleware exists.
@@ -296,6 +319,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("placement", placement_opts),
         ("workarounds", workarounds_opts),
         ("metrics", metrics_opts),
+        ("capacity", capacity_opts),
         ("oslo_policy", _oslo_policy_opts_missing()),
     ]
 

@@ -11,8 +11,16 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
 
+from placement import (
+    capacity_gauges,
+    healthcheck,
+    metrics,
+    microversion,
+    middleware,
+    policies,
+    router,
+)
 from placement import conf as placement_conf
-from placement import healthcheck, metrics, microversion, middleware, policies, router
 from placement.candidates import follower
 from placement.db import api as db_api
 from placement.db import migration
@@ -183,7 +191,8 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
         application, conf, db.engine.url, unservable=problem)}
     if conf.metrics.enabled:
         answered_before_auth[middleware.METRICS_PATH] = middleware.MetricsEndpoint(
-            metrics.exposition_application())
+            metrics.exposition_application(capacity_gauges.collectors(
+                conf.capacity.resource_gauges, db, conf.capacity.aggregate_gauges_limit)))
     application = middleware.ByPath(application, answered_before_auth)
     # Honours X-Forwarded-Proto/Host and Forwarded (so Location headers name
     # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set

@@ -91,6 +91,9 @@ class Operation:
     # the provider aggregates routes: the media types first); the handler
     # makes it again, as it makes every other check.
     checked_before_gate: Callable[[object], None] | None = None
+    # Ours, not the original Placement API's: the OpenAPI document and the
+    # API reference mark it, so that clients know another Placement lacks it.
+    extension: bool = False
 
     @property
     def authenticated(self) -> bool:

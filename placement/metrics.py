@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 MULTIPROCESS_ENVIRON = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -122,17 +122,35 @@ def enable(multiprocess_dir: str | None = None) -> None:
         _instruments = _Instruments()
 
 
-def exposition_application() -> Callable:
+class _Global:
+    """prometheus_client's process-wide registry as one collector of
+    another registry."""
+
+    def __init__(self, registry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        return self.registry.collect()
+
+
+def exposition_application(collectors: Iterable = ()) -> Callable:
     """prometheus_client's WSGI application serving every metric: this
     process's (with prometheus_client's process, platform and garbage
     collector metrics), or in multi-process mode the sums of those of
-    every process of the directory."""
+    every process of the directory; and what ``collectors`` (objects with
+    ``collect``) work out at each scrape in the process answering it
+    (``placement.capacity_gauges``), never summed over processes."""
     from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, multiprocess
 
-    if not os.environ.get(MULTIPROCESS_ENVIRON):
-        return make_wsgi_app(REGISTRY)
+    # A registry of this application's own: the process-wide one must not
+    # hold the collectors of one application (tests build many).
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # reads the files at every scrape
+    if os.environ.get(MULTIPROCESS_ENVIRON):
+        multiprocess.MultiProcessCollector(registry)  # reads the files at every scrape
+    else:
+        registry.register(_Global(REGISTRY))
+    for collector in collectors:
+        registry.register(collector)
     return make_wsgi_app(registry)
 
 

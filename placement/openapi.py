@@ -28,6 +28,8 @@ from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
 EXTENSION = "x-openstack-microversions"
+# On the operations of this service that the original Placement API lacks.
+PLACEMENT_EXTENSION = "x-placement-extension"
 NEWEST = str(mv.MAX_VERSION)
 PATH_VARIABLE = re.compile(r"{([^}]+)}")
 
@@ -229,6 +231,8 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
             "content": {"application/json": {
                 "schema": _variants_schema(_variants(operation.body, operation.available))}},
         }
+    if operation.extension:
+        document[PLACEMENT_EXTENSION] = True
     if not operation.authenticated:
         document["security"] = []
     for outcome in operation.outcomes:

@@ -43,6 +43,7 @@ from placement.handlers import (
     allocation_candidate,
     inventory,
     openapi,
+    provider_usage,
     reshaper,
     resource_class,
     resource_provider,
@@ -53,6 +54,7 @@ from placement.handlers import (
 from placement.schemas import aggregate as aggregate_schema
 from placement.schemas import allocation as allocation_schema
 from placement.schemas import allocation_candidate as allocation_candidate_schema
+from placement.schemas import capacity_providers as capacity_providers_schema
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as reshaper_schema
 from placement.schemas import resource_class as resource_class_schema
@@ -310,7 +312,24 @@ ROUTES: dict[str, dict[str, Endpoint]] = {
             errors=protected(),
             policy=_rule("allocation_candidates:explain",
                          "Explain which constraints rule providers out of the allocation "
-                         "candidates.", ADMIN))),
+                         "candidates.", ADMIN),
+            extension=True)),
+    },
+    # capacity (extensions of ours, at every microversion)
+    "/capacity/providers": {
+        "GET": Endpoint(provider_usage.list_provider_usages, Operation(
+            "Every provider's inventories and usages in one read, for monitoring, "
+            "filtered as GET /resource_providers at the newest microversion is (whatever "
+            "the request's): name, uuid, member_of, in_tree, required, resources. Each "
+            "provider with its uuid, name, generation, parent and root, its inventories "
+            "(as GET /resource_providers/{uuid}/inventories) and usages (as "
+            "GET /resource_providers/{uuid}/usages). Admin only by default.",
+            (Outcome(200, capacity_providers_schema.RESPONSE,
+                     description="The providers, in creation order."),),
+            query=always(capacity_providers_schema.QUERY_SCHEMA), errors=protected(),
+            policy=_rule("capacity:providers",
+                         "Read every provider's inventories and usages at once.", ADMIN),
+            extension=True)),
     },
     # traits
     "/traits": {
@@ -359,7 +378,7 @@ ROUTES: dict[str, dict[str, Endpoint]] = {
 # The document describes the whole table, its own route included.
 ROUTES["/openapi.json"] = {"GET": Endpoint(openapi.document_handler(ROUTES), Operation(
     "This OpenAPI 3.1 document (no authentication, no policy).",
-    (Outcome(200, description="The OpenAPI document."),)))}
+    (Outcome(200, description="The OpenAPI document."),), extension=True))}
 
 
 def _make_mapper(table: Mapping[str, Mapping[str, Endpoint]]) -> routes.Mapper:

@@ -71,6 +71,8 @@ CELLS = [
       for concurrency in (1, 4)),
     _cold("a.cold-claims", 4),
     _read("d.providers-with-capacity", 1, _cloud_query("d.providers-with-capacity")),
+    *(_read(name, 1, _cloud_query(name))
+      for name in ("d.capacity-providers", "d.capacity-one-aggregate")),
     _read("d.usages", 1, _random_usages),
     _read("d.usages", 4, _random_usages),
     *(Cell("b.storm", "cloud", concurrency,

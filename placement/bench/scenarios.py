@@ -150,6 +150,9 @@ def cloud_queries(cloud: Cloud) -> dict[str, str]:
             resources="DISK_GB:20", group_policy="isolate", limit="1000"),
         "d.providers-with-capacity": "/resource_providers?" + urlencode(
             {"resources": flavor}, safe=":,"),
+        # an extension of ours (the original answers 404)
+        "d.capacity-providers": "/capacity/providers",
+        "d.capacity-one-aggregate": f"/capacity/providers?member_of={cloud.aggregates[0]}",
     }
 
 

@@ -1,6 +1,8 @@
 """The allocation-candidate engine: which sets of providers could satisfy a
 request now (``GET /allocation_candidates``), and why
-(``GET /allocation_candidates/explain``). It never writes.
+(``GET /allocation_candidates/explain``); and, from the same provider
+copy, what the cloud holds and uses (``GET /capacity/providers``, the
+capacity gauges). It never writes.
 
 Its parts, each with one job, in the order the arrows run (each imports
 only those above it):
@@ -40,6 +42,10 @@ only those above it):
 - ``explain``: the funnel of each group's checks and of the tree steps,
   counted on the same copy and usages as the search, and why each named
   provider is ruled out.
+- ``inventory_usages``: every provider's inventories from the copy with
+  the usages read per request, for monitoring: what
+  ``GET /capacity/providers`` lists and the capacity gauges of
+  ``GET /metrics`` add up, per class, for the cloud and each aggregate.
 - ``lists``: provider lists asking for capacity (``GET /resource_providers``
   with ``resources``), made by ``placement.objects.resource_provider`` and
   kept whole in the same store, given again while the change counters, the

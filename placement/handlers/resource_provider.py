@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import NamedTuple
 
 import webob
 from oslo_utils import uuidutils
 
-from placement import errors, exceptions, microversion, query, versions, wsgi_util
+from placement import errors, microversion, versions, wsgi_util
 from placement.candidates import lists as provider_lists
 from placement.candidates.memo import Key, Memo
 from placement.db import api as db_api
 from placement.handlers import util as handler_util
-from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
-from placement.objects import trait as trait_obj
 from placement.schemas import resource_provider as schema
 
 # The provider's links, each with the version that added it, in that
@@ -161,52 +158,13 @@ def delete_resource_provider(request: webob.Request) -> webob.Response:
     return wsgi_util.empty_response(request)
 
 
-def _parse_filters(request: webob.Request) -> tuple[rp_obj.ProviderFilters, dict[str, int],
-                                                     query.TraitFilter]:
-    """The list filters with class and trait names still unresolved, in the
-    spec's order: schema, member_of, required, resources."""
-    version = microversion.version_of(request)
-    params = wsgi_util.query_params(request, schema.list_query_schema(version))
-    filters = rp_obj.ProviderFilters(
-        name=params.get("name"), uuid=params.get("uuid"), in_tree=params.get("in_tree"))
-    if "member_of" in params:
-        aggregates = query.parse_member_of(wsgi_util.query_values(request, "member_of"),
-                                           version)
-        filters = dataclasses.replace(filters, member_of=aggregates.required,
-                                      forbidden_aggregates=aggregates.forbidden)
-    traits = query.TraitFilter()
-    if "required" in params:
-        traits = query.parse_required(wsgi_util.query_values(request, "required"), version)
-    resources = query.parse_resources(params["resources"]) if "resources" in params else {}
-    return filters, resources, traits
-
-
-def _resolve_names(conn, filters: rp_obj.ProviderFilters, resources: dict[str, int],
-                   traits: query.TraitFilter) -> rp_obj.ProviderFilters:
-    """``filters`` with the class and trait ids; 400 for unknown names."""
-    try:
-        trait_ids = trait_obj.ids_from_names(conn, sorted(traits.names()))
-    except exceptions.NotFound as error:
-        raise errors.bad_request(f'Invalid trait(s) in "required" parameter: {error}') from None
-    try:
-        class_ids = rc_obj.ids_from_names(conn, resources)
-    except exceptions.NotFound as error:
-        raise errors.bad_request(
-            f"Invalid resource class in resources parameter: {error}") from None
-    return dataclasses.replace(
-        filters,
-        required_traits=[{trait_ids[name] for name in any_of} for any_of in traits.required],
-        forbidden_traits={trait_ids[name] for name in traits.forbidden},
-        resources={class_ids[name]: amount for name, amount in resources.items()})
-
-
 def list_resource_providers(request: webob.Request) -> webob.Response:
     wsgi_util.check_accept(request)
     context = wsgi_util.context_of(request)
     wsgi_util.authorize(request)
-    filters, resources, traits = _parse_filters(request)
+    filters, resources, traits = handler_util.parse_list_filters(request)
     with context.db.reader() as conn:
-        filters = _resolve_names(conn, filters, resources, traits)
+        filters = handler_util.resolve_list_filters(conn, filters, resources, traits)
         listed = provider_lists.list_providers(conn, filters)
     body, last_modified = _list_answer(request, listed)
     return wsgi_util.json_response(request, body, cache_headers=True,

@@ -23,6 +23,7 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from placement import exceptions
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.generation import compare_and_swap
 
@@ -153,6 +154,16 @@ def providers_where(connection: sa.engine.Connection, *conditions: sa.ColumnElem
                     ) -> list[ResourceProvider]:
     """The providers matching every condition, in creation (id) order."""
     return _providers(connection, _providers_where(list(conditions)))
+
+
+_NAMES_AND_GENERATIONS = sa.select(_rp.c.id, _rp.c.name, _rp.c.generation).order_by(_rp.c.id)
+
+
+def names_and_generations(connection: sa.engine.Connection) -> list[tuple[int, str, int]]:
+    """(id, name, generation) of every provider, in creation (id) order:
+    what a bulk read needs of each beside the provider copy, without the
+    joins and times of a full record."""
+    return db_api.plain_rows(connection, _NAMES_AND_GENERATIONS)
 
 
 # Built once: most requests look a provider up by uuid, and building the

@@ -173,7 +173,8 @@ def test_the_systemd_unit_serves_and_tells_systemd(venv, synced, workdir):
 @pytest.mark.parametrize("name, file", [("uwsgi", "uwsgi.ini"),
                                         ("systemd", "placement-api.service"),
                                         ("config", "placement.conf.sample"),
-                                        ("policy", "policy.yaml.sample")])
+                                        ("policy", "policy.yaml.sample"),
+                                        ("grafana", "grafana-capacity.json")])
 def test_placement_manage_prints_the_installed_samples(venv, workdir, name, file):
     printed = _installed_sample(venv, name, os.path.join(workdir, file))
     with open(os.path.join(ops.REPO_ROOT, "placement", "samples", file)) as own:
@@ -185,7 +186,7 @@ def test_the_wheel_holds_the_deployment_samples():
     checkout."""
     with zipfile.ZipFile(installed.artifacts().wheel) as wheel:
         for name in ("uwsgi.ini", "placement-api.service", "placement.conf.sample",
-                     "policy.yaml.sample"):
+                     "policy.yaml.sample", "grafana-capacity.json"):
             with open(os.path.join(ops.REPO_ROOT, "placement", "samples", name), "rb") as own:
                 assert wheel.read(f"placement/samples/{name}") == own.read(), name
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import sys
 import uuid
 
@@ -27,7 +28,8 @@ from placement.objects import allocation as allocation_obj
 from tests.fixtures import ops
 from tests.fixtures.base import build_app
 from tests.fixtures.metrics import Changes, parse, value
-from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process
+from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process, over_http
+from tests.functional.test_capacity_gauges import capacity_samples, expected_gauges, seed_cloud
 
 ENABLED = {("metrics", "enabled"): True}
 VERSION = "placement 1.39"
@@ -342,3 +344,30 @@ def test_a_scrape_of_either_worker_counts_the_requests_of_both(uwsgi_with_metric
                      kind="full") == builders
         assert 1 <= value(samples, "placement_provider_cache_refreshes_total",
                           kind="incremental") <= WORKERS
+
+
+@pytest.mark.parametrize("uwsgi_with_metrics", ["recipe, option"], indirect=True)
+def test_capacity_gauges_say_the_cloud_once_whichever_worker_answers(uwsgi_with_metrics):
+    """Each worker works the gauges out from its own provider copy at the
+    scrape it answers; nothing of them is in the multi-process files, so
+    two workers do not count the cloud twice."""
+    server, directory, _ = uwsgi_with_metrics
+    api = ProviderApi(over_http(server.url))
+    seed_cloud(api)
+    expected = expected_gauges(api)
+    assert expected
+
+    def capacity(_: int) -> dict:
+        status, _, body = ops.request(server.url + "/metrics")
+        assert status == 200
+        return capacity_samples(parse(body.decode()))
+
+    scrapes_by = re.compile(r"^\S+ \S+ (\d+) \w+ placement\.middleware .*GET /metrics ",
+                            re.MULTILINE)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(10):  # rounds until both workers answered scrapes
+            assert list(pool.map(capacity, range(12))) == [expected] * 12
+            if len(set(scrapes_by.findall(server.output()))) == WORKERS:
+                break
+    assert len(set(scrapes_by.findall(server.output()))) == WORKERS, server.output()
+    assert not any("capacity" in name for name in os.listdir(directory))

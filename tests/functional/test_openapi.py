@@ -4,6 +4,9 @@ step with the route table, and built from the handlers' own schemas."""
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import re
 
 import jsonschema
 import pytest
@@ -13,6 +16,7 @@ from openapi_spec_validator import validate
 from placement import conf as placement_conf
 from placement import deploy, openapi, router, versions
 from tests.db import FreshDatabase
+from tests.fixtures import ops
 
 # The document the service serves, of its route table.
 DOCUMENT = openapi.document(router.ROUTES)
@@ -188,3 +192,60 @@ def test_query_parameters_are_the_handlers_query_schemas():
                 assert parameters[name]["schema"] == schema, (path, name)
                 span = parameters[name][openapi.EXTENSION]
                 assert version.matches(span["min"], span["max"]), (path, name)
+
+
+# The original Placement API's routes, as the spec's route table lists them
+# (root-and-microversions.md): every other operation is an extension of ours.
+ORIGINAL_ROUTES = {
+    "/": "GET",
+    "/resource_classes": "GET, POST",
+    "/resource_classes/{name}": "GET, PUT, DELETE",
+    "/resource_providers": "GET, POST",
+    "/resource_providers/{uuid}": "GET, DELETE, PUT",
+    "/resource_providers/{uuid}/inventories": "GET, POST, PUT, DELETE",
+    "/resource_providers/{uuid}/inventories/{resource_class}": "GET, PUT, DELETE",
+    "/resource_providers/{uuid}/usages": "GET",
+    "/resource_providers/{uuid}/aggregates": "GET, PUT",
+    "/resource_providers/{uuid}/allocations": "GET",
+    "/resource_providers/{uuid}/traits": "GET, PUT, DELETE",
+    "/allocations": "POST",
+    "/allocations/{consumer_uuid}": "GET, PUT, DELETE",
+    "/allocation_candidates": "GET",
+    "/traits": "GET",
+    "/traits/{name}": "GET, PUT, DELETE",
+    "/usages": "GET",
+    "/reshaper": "POST",
+}
+SPEC_ROUTE_TABLE = pathlib.Path(
+    os.environ.get("PLACEMENT_SPEC_DIR", pathlib.Path(__file__).resolve().parents[3]
+                   / "shared" / "spec"), "root-and-microversions.md")
+
+
+def test_original_routes_are_the_spec_route_table():
+    if not SPEC_ROUTE_TABLE.exists():
+        pytest.skip("the spec is not beside the checkout")
+    rows = re.findall(r"^\| `(/[^`]*)`(?: and `''`)? \| ([A-Z, ]+) \|$",
+                      SPEC_ROUTE_TABLE.read_text(), re.MULTILINE)
+    assert dict(rows) == ORIGINAL_ROUTES
+
+
+def test_exactly_the_extensions_are_marked():
+    """``x-placement-extension: true`` on every operation the original
+    lacks, on no other; the API reference says so of each."""
+    original = {(path, method.lower()) for path, methods in ORIGINAL_ROUTES.items()
+                for method in methods.split(", ")}
+    marked = {(path, method) for path, method, operation in _documented_operations()
+              if operation.get(openapi.PLACEMENT_EXTENSION) is True}
+    unmarked = {(path, method) for path, method, operation in _documented_operations()
+                if openapi.PLACEMENT_EXTENSION not in operation}
+    assert unmarked == original
+    assert marked == {(path, method) for path, method, _ in _documented_operations()} - original
+    assert {("/capacity/providers", "get"), ("/allocation_candidates/explain", "get"),
+            ("/openapi.json", "get")} <= marked
+    placement_apiref = ops.api_reference_module()
+    reference = placement_apiref.render_reference()
+    for path, method in marked:
+        title = f"``{method.upper()} {path}``"
+        section = reference.split(title + "\n" + "-" * len(title), 1)[1]
+        assert section.lstrip().startswith(placement_apiref.EXTENSION_NOTE.strip()), title
+    assert reference.count(placement_apiref.EXTENSION_NOTE) == 2 * len(marked)

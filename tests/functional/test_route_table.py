@@ -5,9 +5,6 @@ OpenAPI document and in the API reference."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 import webob
 
@@ -86,10 +83,7 @@ def test_the_entry_is_in_the_openapi_document(app):
 
 
 def test_the_entry_is_in_the_api_reference():
-    path = os.path.join(ops.REPO_ROOT, "doc", "source", "_ext", "placement_apiref.py")
-    spec = importlib.util.spec_from_file_location("placement_apiref", path)
-    apiref = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(apiref)
+    apiref = ops.api_reference_module()
     reference = apiref.render_reference(_table())
     assert "GET /widgets" in reference
     assert "List widgets." in reference

@@ -99,6 +99,14 @@ def _query_rows(operation: dict) -> list[tuple[str, ...]]:
     return rows
 
 
+# Before the summary of an operation the original Placement API lacks.
+EXTENSION_NOTE = "*Extension of this service, not in the original Placement API.* "
+
+
+def _extension_note(operation: dict) -> str:
+    return EXTENSION_NOTE if operation.get(openapi.PLACEMENT_EXTENSION) else ""
+
+
 def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
     """The reStructuredText of the whole API reference (of the route table
     ``routes``: the service's)."""
@@ -113,7 +121,8 @@ def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
             operation = document["paths"][path][method.lower()]
             summary_rows.append((f"``{method} {path}``",
                                  _range_text(operation[openapi.EXTENSION]),
-                                 " ".join(operation["summary"].split())))
+                                 _extension_note(operation)
+                                 + " ".join(operation["summary"].split())))
     lines += ["Every route", "===========", ""]
     lines += _table(("Route", "Microversions", "Summary"), summary_rows)
     for path, methods in by_path.items():
@@ -123,7 +132,7 @@ def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
             operation = document["paths"][path][method.lower()]
             title = f"``{method} {path}``"
             lines += [title, "-" * len(title), ""]
-            lines += [" ".join(operation["summary"].split()), ""]
+            lines += [_extension_note(operation) + " ".join(operation["summary"].split()), ""]
             lines += [f"* Microversions: {_range_text(operation[openapi.EXTENSION])} "
                       f"(outside them: ``{operation['x-openstack-unavailable-status']}``)",
                       "* Token: " + ("not needed" if operation.get("security") == []
