@@ -305,15 +305,14 @@ def _providers(connection: sa.engine.Connection, provider_uuids: list[str],
     """Lock the providers of the write (``_changed_providers``) and read
     them: wait for their concurrent writers and keep new ones out until we
     commit. Done before anything else is read (but the lock of their
-    inventories, _lock_inventories): on PostgreSQL (READ COMMITTED) every
-    later read, and on MySQL the REPEATABLE READ snapshot (which starts at
-    the first plain read, not at a locking one), then includes what those
-    writers committed, and the generation compare-and-swap does not fail
-    because of them. Correctness does not rest on this lock (the
-    compare-and-swap still guards every provider); it saves the retries,
-    which eight writers on the same providers used to exhaust on
-    PostgreSQL about once in seven writes. SQLite renders no FOR UPDATE:
-    its writers hold the database lock."""
+    inventories): on PostgreSQL (READ COMMITTED) every later read, and on
+    MySQL the REPEATABLE READ snapshot (which starts at the first plain
+    read, not at a locking one), then includes what those writers
+    committed, and the generation compare-and-swap, which still guards
+    every provider, does not fail because of them (eight writers on the
+    same providers used to exhaust the retries on PostgreSQL about once
+    in seven writes). SQLite renders no FOR UPDATE: its writers hold the
+    database lock."""
     return [_Provider(*row) for row in connection.execute(
         *_LOCK_PROVIDERS(uuids=provider_uuids, consumer_uuids=consumer_uuids))]
 
