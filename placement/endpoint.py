@@ -91,6 +91,10 @@ class Operation:
     # the provider aggregates routes: the media types first); the handler
     # makes it again, as it makes every other check.
     checked_before_gate: Callable[[object], None] | None = None
+    # An additive route of ours, not the original's (GET /capacity): the
+    # OpenAPI document marks it (``x-placement-extension``), and the
+    # conformance checks leave it out of the original's surface.
+    extension: bool = False
 
     @property
     def authenticated(self) -> bool:

@@ -28,6 +28,8 @@ from placement.schemas.responses import Variant
 
 OPENAPI_VERSION = "3.1.0"
 EXTENSION = "x-openstack-microversions"
+# Marks the operations that are additions of ours (Operation.extension).
+EXTENSION_MARKER = "x-placement-extension"
 NEWEST = str(mv.MAX_VERSION)
 PATH_VARIABLE = re.compile(r"{([^}]+)}")
 
@@ -221,6 +223,8 @@ def _operation(path: str, method: str, handler_name: str, operation: Operation) 
         "parameters": parameters,
         "responses": {},
     }
+    if operation.extension:
+        document[EXTENSION_MARKER] = True
     if operation.body is not None:
         document["requestBody"] = {
             # Not where some versions take no body (PUT /resource_classes/{name}).

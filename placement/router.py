@@ -41,6 +41,7 @@ from placement.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    capacity,
     inventory,
     openapi,
     reshaper,
@@ -53,6 +54,7 @@ from placement.handlers import (
 from placement.schemas import aggregate as aggregate_schema
 from placement.schemas import allocation as allocation_schema
 from placement.schemas import allocation_candidate as allocation_candidate_schema
+from placement.schemas import capacity as capacity_schema
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as reshaper_schema
 from placement.schemas import resource_class as resource_class_schema
@@ -311,6 +313,23 @@ ROUTES: dict[str, dict[str, Endpoint]] = {
             policy=_rule("allocation_candidates:explain",
                          "Explain which constraints rule providers out of the allocation "
                          "candidates.", ADMIN))),
+    },
+    # extensions of ours, at every microversion
+    "/capacity": {
+        "GET": Endpoint(capacity.get_capacity, Operation(
+            "An extension (not in the original API): how many more whole instances of a "
+            "shape, written as the query of GET /allocation_candidates, fit, in total, per "
+            "root (the roots with most room, up to limit, default 20) and, with "
+            "group_by=aggregate, per aggregate, with the class that runs out first; "
+            "exact, or a stated lower bound (exact: false). With drain_provider "
+            "(repeatable) or drain_aggregate, counted without those providers, and "
+            "whether every consumer on them could be placed elsewhere. Read-only. "
+            "Admin only by default.",
+            (Outcome(200, responses.CAPACITY, description="The capacity answer."),),
+            query=always(capacity_schema.QUERY), errors=protected(),
+            policy=_rule("capacity:read", "Count how many more instances of a shape fit, "
+                         "and what a drain would leave.", ADMIN),
+            extension=True)),
     },
     # traits
     "/traits": {

@@ -438,6 +438,19 @@ class CopyWorld(World):
         interned = self._copy.memo.get_or_make(_ServingSets(), dict)
         return interned.setdefault(serving, serving)
 
+    @property
+    def searched_anchors(self) -> tuple[int, ...]:
+        """The roots the search visits, in id order (``_searched_anchors``)."""
+        return self._searched
+
+    def member_ids(self, root_id: int) -> tuple[int, ...]:
+        """The members of ``root_id``'s tree as the search takes them (its
+        providers and the sharing providers serving it), in id order: what
+        a world of another request's making (placement.capacity) puts in
+        its members."""
+        tree = self._members_of(root_id)
+        return tree.interleaved if tree.interleaved is not None else tree.own + tree.serving
+
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
         tree = self._member_ids.get(anchor)
         if (tree is None or len(tree.serving) < _SERVING_SET or tree.interleaved is not None):

@@ -60,12 +60,12 @@ def _searched(request: webob.Request, query_schema_of: Callable[[Version], dict]
     wsgi_util.check_accept(request)
     context = wsgi_util.authorize(request)
     version = microversion.version_of(request)
-    groups, options = _search_request(request, version, query_schema_of(version),
+    groups, options = search_request(request, version, query_schema_of(version),
                                       context.conf.placement)
     return context, version, groups, options
 
 
-def _search_request(request: webob.Request, version: Version, query_schema: dict,
+def search_request(request: webob.Request, version: Version, query_schema: dict,
                     placement_conf: object) -> tuple[list[RequestGroup], SearchOptions]:
     """The request groups and search options of the query string, validated
     as at ``version`` against ``query_schema`` (and the search options of
