@@ -312,7 +312,8 @@ ROUTES: dict[str, dict[str, Endpoint]] = {
             errors=protected(),
             policy=_rule("allocation_candidates:explain",
                          "Explain which constraints rule providers out of the allocation "
-                         "candidates.", ADMIN))),
+                         "candidates.", ADMIN),
+            extension=True)),
     },
     # extensions of ours, at every microversion
     "/capacity": {

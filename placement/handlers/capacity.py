@@ -12,8 +12,8 @@ import webob
 from placement import versions, wsgi_util
 from placement.candidates.model import RequestGroup, SearchOptions
 from placement.capacity import report
-from placement.handlers.allocation_candidate import search_request
 from placement.schemas import capacity as schema
+from placement.search_query import search_request
 
 # Parameters of the route that are not the shape's.
 _NOT_SHAPE = ("limit", "group_by", "drain_provider", "drain_aggregate")

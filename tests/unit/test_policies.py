@@ -37,8 +37,10 @@ SPEC_RULES = {
     "placement:reshaper:reshape": "rule:service_api",
 }
 # Rules of this service beyond the spec: explaining allocation candidates
-# tells about every provider, admin only.
-EXTENSION_RULES = {"placement:allocation_candidates:explain": "rule:admin_api"}
+# and counting capacity
+# tell about every provider, admin only.
+EXTENSION_RULES = {"placement:allocation_candidates:explain": "rule:admin_api",
+                   "placement:capacity:read": "rule:admin_api"}
 ALL_RULES = {**SPEC_RULES, **EXTENSION_RULES}
 
 # Caller -> the headers it sends (noauth2 tokens, X-Roles).

@@ -111,7 +111,8 @@ def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
     for path, methods in by_path.items():
         for method in methods:
             operation = document["paths"][path][method.lower()]
-            summary_rows.append((f"``{method} {path}``",
+            extension = " (extension)" if operation.get(openapi.EXTENSION_MARKER) else ""
+            summary_rows.append((f"``{method} {path}``{extension}",
                                  _range_text(operation[openapi.EXTENSION]),
                                  " ".join(operation["summary"].split())))
     lines += ["Every route", "===========", ""]
@@ -124,6 +125,10 @@ def render_reference(routes: openapi.Routes = router.ROUTES) -> str:
             title = f"``{method} {path}``"
             lines += [title, "-" * len(title), ""]
             lines += [" ".join(operation["summary"].split()), ""]
+            if operation.get(openapi.EXTENSION_MARKER):
+                lines += [".. note:: An extension of this service, not a route of the "
+                          "original Placement API (``x-placement-extension`` in the "
+                          "OpenAPI document).", ""]
             lines += [f"* Microversions: {_range_text(operation[openapi.EXTENSION])} "
                       f"(outside them: ``{operation['x-openstack-unavailable-status']}``)",
                       "* Token: " + ("not needed" if operation.get("security") == []
