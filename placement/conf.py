@@ -244,6 +244,31 @@ metrics_opts = [
     ),
 ]
 
+# [capacity]: what the capacity gauges count at each scrape of GET /metrics
+# (placement.capacity.gauges). The shapes' options, in one block.
+capacity_opts = [
+    cfg.MultiStrOpt(
+        "shapes",
+        default=[],
+        help="A named shape whose free slots GET /metrics reports as "
+        "placement_capacity_free_slots{shape=NAME}, as NAME=QUERY where QUERY is "
+        "written as the query of GET /allocation_candidates (repeat the option "
+        "for several), e.g. "
+        "small=resources=VCPU:1,MEMORY_MB:2048&required=!CUSTOM_GOLD. Counted by "
+        "the process answering the scrape, with one read of the usages, as GET "
+        "/capacity counts; needs [metrics] enabled.",
+    ),
+    cfg.FloatOpt(
+        "scrape_cpu_seconds",
+        default=0.5,
+        min=0.0,
+        help="CPU seconds a scrape may spend counting the shapes: once spent, the "
+        "shapes not counted yet report the value of an earlier scrape (they are "
+        "counted first at the next one) and placement_capacity_stale_shapes says "
+        "how many did. 0: no bound.",
+    ),
+]
+
 # oslo.policy 6 always enforces scope types and dropped this option; placement
 # keeps accepting it (deployments and test suites set it) and honours it.
 enforce_scope_opt = cfg.BoolOpt(
@@ -267,6 +292,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(placement_opts, group="placement")
     conf.register_opts(workarounds_opts, group="workarounds")
     conf.register_opts(metrics_opts, group="metrics")
+    conf.register_opts(capacity_opts, group="capacity")
     # The options of the libraries the middleware stack is made of are
     # registered here too, so that they are known (config files,
     # OS_<GROUP>__<OPTION> variables, --help) before any middleware exists.
@@ -296,6 +322,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("placement", placement_opts),
         ("workarounds", workarounds_opts),
         ("metrics", metrics_opts),
+        ("capacity", capacity_opts),
         ("oslo_policy", _oslo_policy_opts_missing()),
     ]
 

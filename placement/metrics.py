@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 MULTIPROCESS_ENVIRON = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -122,18 +122,36 @@ def enable(multiprocess_dir: str | None = None) -> None:
         _instruments = _Instruments()
 
 
-def exposition_application() -> Callable:
+def exposition_application(live: Iterable[object] = ()) -> Callable:
     """prometheus_client's WSGI application serving every metric: this
     process's (with prometheus_client's process, platform and garbage
     collector metrics), or in multi-process mode the sums of those of
-    every process of the directory."""
+    every process of the directory. ``live``: collectors whose values the
+    answering process computes at each scrape (the capacity gauges), in
+    its registry only, so that the multi-process mode never adds them up
+    across processes."""
     from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, multiprocess
 
-    if not os.environ.get(MULTIPROCESS_ENVIRON):
-        return make_wsgi_app(REGISTRY)
+    # one registry per application: the live collectors are this
+    # application's (a process may build several, tests do)
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)  # reads the files at every scrape
+    if not os.environ.get(MULTIPROCESS_ENVIRON):
+        registry.register(_Everything(REGISTRY))
+    else:
+        multiprocess.MultiProcessCollector(registry)  # reads the files at every scrape
+    for collector in live:
+        registry.register(collector)
     return make_wsgi_app(registry)
+
+
+class _Everything:
+    """What a registry collects, as one collector of another registry."""
+
+    def __init__(self, registry: object) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[object]:
+        return self._registry.collect()
 
 
 # -- Recording (no-ops while disabled) ---------------------------------------
