@@ -42,7 +42,7 @@ _SMALLEST_BATCH = 8
 # below, looking costs less than the bookkeeping.
 _SERVING_SET = 4
 
-def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
+def filter_key(names: TraitFilter | AggregateFilter) -> tuple:
     return (tuple(sorted(tuple(sorted(any_of)) for any_of in names.required)),
             tuple(sorted(names.forbidden)))
 
@@ -50,9 +50,9 @@ def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
 def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
     """What the search's results depend on, besides the providers and
     their usages: the groups in order and the options."""
-    return (tuple((group.suffix, tuple(group.resources.items()), _filter_key(group.traits),
-                   _filter_key(group.aggregates), group.in_tree) for group in groups),
-            options.group_policy, _filter_key(options.root_traits),
+    return (tuple((group.suffix, tuple(group.resources.items()), filter_key(group.traits),
+                   filter_key(group.aggregates), group.in_tree) for group in groups),
+            options.group_policy, filter_key(options.root_traits),
             tuple(tuple(suffixes) for suffixes in options.same_subtree),
             options.nested_aware, options.max_candidates > 0)
 

@@ -5,21 +5,22 @@ counted exactly and which by simulated claims)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Sequence
+from itertools import repeat
 
 import sqlalchemy as sa
 
 from placement.candidates import find
-from placement.candidates.copy_world import CopyWorld
+from placement.candidates.copy_world import CopyWorld, filter_key
 from placement.candidates.follower import usages
-from placement.candidates.groups import group_search
+from placement.candidates.groups import GroupSearch, group_search
+from placement.candidates.memo import Key
 from placement.candidates.model import RequestGroup, SearchOptions
-from placement.candidates.provider_copy import CachedProvider, ProviderCopy
+from placement.candidates.provider_copy import ProviderCopy
 from placement.capacity.simulate import SimulatedWorld
-from placement.capacity.tables import class_rows, free_slots
-
-Used = dict[tuple[int, int], int]
+from placement.capacity.tables import Used, by_class, class_table, free_slots
 
 
 @dataclasses.dataclass
@@ -27,25 +28,45 @@ class Counted:
     """One shape counted on one copy with one read of the usages."""
 
     copy: ProviderCopy
-    # root id -> (instances that fit, the class running out first)
-    roots: dict[int, tuple[int, str | None]]
+    # root id -> instances that still fit there
+    roots: dict[int, int]
     # every root was counted exactly (else some are lower bounds)
     exact: bool
-    # (class name, amount) of the shape, every group's summed
+    # class name -> amount, every group's summed
     amounts: dict[str, int]
+    # class name -> root id -> that class's slots (the roots counted exactly)
+    class_slots: dict[str, dict[int, int]]
+    # root id -> the class running out first (the roots simulated)
+    simulated_binding: dict[int, str | None]
 
     @property
     def total(self) -> int:
-        return sum(count for count, _ in self.roots.values())
+        return sum(self.roots.values())
+
+    def binding(self, root_id: int) -> str | None:
+        """The class that runs out first at ``root_id`` (fewest slots)."""
+        if root_id in self.simulated_binding:
+            return self.simulated_binding[root_id]
+        return min(self.class_slots, key=lambda name: self.class_slots[name].get(root_id, 0),
+                   default=None)
 
 
-def read_usages(connection: sa.engine.Connection, class_ids: list[int] | None = None) -> Used:
-    """(provider id, class id) -> used, of every provider (one read)."""
-    return usages(connection, None, class_ids)
+class Usages:
+    """The usages of one read, as a count looks them up."""
+
+    def __init__(self, used: Used):
+        self.pairs = used
+        self.by_class = by_class(used)
+
+
+def read_usages(connection: sa.engine.Connection, class_ids: list[int] | None = None
+                ) -> Usages:
+    """The usages of every provider (of these classes; None: all), one read."""
+    return Usages(usages(connection, None, class_ids))
 
 
 def count(connection: sa.engine.Connection, groups: list[RequestGroup],
-          options: SearchOptions, used: Used | None = None,
+          options: SearchOptions, used: Usages | None = None,
           drained: frozenset[int] = frozenset()) -> Counted:
     """How many more instances of the shape (``groups``, ``options``) fit
     per root, the ``drained`` providers taken out; ``used``: the usages
@@ -58,117 +79,148 @@ def count(connection: sa.engine.Connection, groups: list[RequestGroup],
     for group in groups:
         for class_name, amount in group.resources.items():
             amounts[class_name] += amount
-    anchors = [anchor for anchor in world.searched_anchors if anchor not in drained]
-    roots: dict[int, tuple[int, str | None]] = {}
+    anchors = world.searched_anchors
+    if drained:
+        anchors = tuple(anchor for anchor in anchors if anchor not in drained)
+    counted = Counted(copy, {}, True, dict(amounts), {}, {})
     simulated = set(anchors)
     if _single_group(groups, options):
-        exact, simulated = _exact_counts(copy, world, groups[0], class_ids, used, anchors,
-                                         drained)
-        roots.update(exact)
+        simulated = _exact_counts(counted, world, groups[0], class_ids, used, anchors, drained)
     if simulated:
-        roots.update(_simulated_counts(copy, world, groups, options, class_ids, used,
-                                       simulated, drained, amounts))
-    return Counted(copy, roots, not simulated, dict(amounts))
+        _simulate(counted, world, groups, options, class_ids, used, simulated, drained)
+    return counted
 
 
 def _single_group(groups: list[RequestGroup], options: SearchOptions) -> bool:
     return len(groups) == 1 and bool(groups[0].resources) and not options.same_subtree
 
 
-def _exact_counts(copy: ProviderCopy, world: CopyWorld, group: RequestGroup,
-                  class_ids: dict[str, int], used: Used, anchors: list[int],
-                  drained: frozenset[int]) -> tuple[dict[int, tuple[int, str | None]], set[int]]:
-    """The roots of ``anchors`` counted from free slots, and the roots left
-    to simulate: those a sharing provider of a requested class serves (its
+def _exact_counts(counted: Counted, world: CopyWorld, group: RequestGroup,
+                  class_ids: dict[str, int], used: Usages, anchors: tuple[int, ...],
+                  drained: frozenset[int]) -> set[int]:
+    """Count the roots of ``anchors`` from free slots; the roots left to
+    simulate: those a sharing provider of a requested class serves (its
     slots are any of its trees'), and, for a spread group requiring
-    traits, those with several holders (the traits are the chosen
-    providers' together)."""
+    traits, those whose holders have them only together."""
+    copy = counted.copy
     plan = group_search(world, group)
     spread = plan.spread is not None
-    coupled = copy.sharing_reach(copy.sharing_with(frozenset(class_ids.values())))
-    wanted = set(anchors).difference(coupled)
-    passes = _filter(copy, plan.spread_passes if spread and plan.spread.provider_filters
-                     else None if spread else plan.single_filters)
-    # class name -> provider id -> free slots, of the wanted trees' holders
-    slots: dict[str, dict[int, int]] = {}
-    for class_name, amount in group.resources.items():
-        class_id = class_ids[class_name]
-        rows = [row for row in class_rows(copy, class_id)
-                if row.root_id in wanted and row.provider_id not in drained
-                and (passes is None or passes(row.provider_id, row.root_id))]
-        slots[class_name] = free_slots(tuple(rows), class_id, amount, used)
-    root_of = {provider_id: copy.providers[provider_id].root_id
-               for by_provider in slots.values() for provider_id in by_provider}
-    several = set()
-    if spread and plan.spread.together:
-        several = _traits_apart(copy, plan.spread.together, root_of, slots, wanted)
-        wanted -= several
-    # root -> class name -> the class's slots there (spread: summed over its
-    # holders; else: only a provider holding every class gives instances)
-    per_root: dict[int, dict[str, int]] = defaultdict(dict)
-    for class_name, by_provider in slots.items():
-        for provider_id, free in by_provider.items():
-            sums = per_root[root_of[provider_id]]
-            sums[class_name] = sums.get(class_name, 0) + free
-    counts = {}
+    checks = plan.spread if spread else plan.single
+    passes = (plan.spread_passes if spread else plan.single_filters
+              ) if checks.provider_filters else None
+    key = (filter_key(group.traits), filter_key(group.aggregates), group.in_tree, spread)
+    simulated = _coupled(copy, frozenset(class_ids.values())).intersection(anchors)
+    tables = {name: class_table(copy, class_ids[name], key if passes else None, passes)
+              for name in group.resources}
+    if spread and checks.together:
+        apart, lacking = _trees_by_traits(copy, plan, tables, (
+            tuple(sorted(class_ids[name] for name in group.resources)), key))
+        simulated |= apart.intersection(anchors)
+    else:
+        lacking = frozenset()
+    wanted = ([anchor for anchor in anchors if anchor not in simulated] if simulated
+              else anchors)
+    for name, amount in group.resources.items():
+        table = tables[name]
+        slots = free_slots(table, used.by_class.get(class_ids[name], {}), amount, drained)
+        if spread:
+            counted.class_slots[name] = _root_sums(table.root_ids, slots, table.own_rows)
+        else:
+            counted.class_slots[name] = dict(zip(table.provider_ids, slots, strict=True))
+    if spread:
+        per_class = [map(sums.get, wanted, repeat(0)) for sums in counted.class_slots.values()]
+        # (with a bound, min takes one class as well as several)
+        counted.roots.update(zip(wanted, map(min, *per_class, repeat(sys.maxsize)),
+                                 strict=False))
+    else:
+        _providers_totals(counted, wanted)
+    for root_id in lacking.intersection(wanted):
+        counted.roots[root_id] = 0
+    return simulated
+
+
+def _root_sums(root_ids: tuple[int, ...], slots: list[int], own_rows: int) -> dict[int, int]:
+    """Root id -> the slots of its rows summed (the roots' own rows first:
+    most trees are a root alone, taken at C speed)."""
+    sums = dict(zip(root_ids[:own_rows], slots[:own_rows], strict=True))
+    get = sums.get
+    for root_id, free in zip(root_ids[own_rows:], slots[own_rows:], strict=True):
+        sums[root_id] = get(root_id, 0) + free
+    return sums
+
+
+def _providers_totals(counted: Counted, wanted: Sequence[int]) -> None:
+    """A group taking everything from one provider: each provider gives
+    as many instances as its scarcest class allows, a root the sum of its
+    tree's; ``class_slots`` become per root."""
+    by_provider = list(counted.class_slots.values())
+    trees = counted.copy.trees
+    providers = counted.copy.providers
     for root_id in wanted:
-        sums = per_root.get(root_id, {})
-        binding = min(group.resources, key=lambda name: sums.get(name, 0))
-        counts[root_id] = (sums.get(binding, 0) if spread
-                           else _providers_total(slots, copy.trees[root_id]), binding)
-    return counts, (set(anchors) & coupled) | several
+        counted.roots[root_id] = sum(
+            min(slots.get(provider_id, 0) for slots in by_provider)
+            for provider_id in trees[root_id])
+    for name, slots in counted.class_slots.items():
+        sums: dict[int, int] = defaultdict(int)
+        for provider_id, free in slots.items():
+            sums[providers[provider_id].root_id] += free
+        counted.class_slots[name] = dict(sums)
 
 
-def _traits_apart(copy: ProviderCopy, together: tuple, root_of: dict[int, int],
-                  slots: dict[str, dict[int, int]], wanted: set[int]) -> set[int]:
-    """The roots where a spread group's required traits are those of
-    several holders together (left to simulate); a root's lone holder
-    lacking them gives nothing (its slots are dropped)."""
-    holders: dict[int, list[int]] = defaultdict(list)
-    for provider_id, root_id in root_of.items():
-        holders[root_id].append(provider_id)
-    several = set()
-    for root_id, ids in holders.items():
-        if len(ids) > 1:
-            several.add(root_id)
-        elif root_id in wanted and not all(check.passes(copy.providers[ids[0]].traits)
-                                           for check in together):
-            for by_provider in slots.values():
-                by_provider.pop(ids[0], None)
-    return several
+class _Coupled(Key[frozenset[int]]):
+    # class_ids: frozenset[int]
+    __slots__ = ()
 
 
-def _providers_total(slots: dict[str, dict[int, int]], tree: tuple[int, ...]) -> int:
-    """Instances of a group taking everything from one provider: each
-    provider of the tree gives as many as its scarcest class allows."""
-    total = 0
-    for provider_id in tree:
-        total += min((by_provider.get(provider_id, 0) for by_provider in slots.values()),
-                     default=0)
-    return total
+def _coupled(copy: ProviderCopy, class_ids: frozenset[int]) -> frozenset[int]:
+    """The roots a sharing provider with one of the classes serves."""
+    return copy.memo.get_or_make(_Coupled(class_ids, copy.places), lambda: copy.sharing_reach(
+        copy.sharing_with(class_ids)))
 
 
-def _filter(copy: ProviderCopy, passes: Callable | None) -> Callable[[int, int], bool] | None:
-    """The group's filters (traits, aggregates, in_tree; not the amounts),
-    asked of a provider of the copy serving its own tree: the checks take
-    any record with the fields they read (``CachedProvider`` has them)."""
-    if passes is None:
-        return None
-    providers: dict[int, CachedProvider] = copy.providers
-
-    def provider_passes(provider_id: int, root_id: int) -> bool:
-        return passes(providers[provider_id], providers[root_id])
-    return provider_passes
+class _TraitsTogether(Key["tuple[frozenset[int], frozenset[int]]"]):
+    # (class ids, filter key), places, traits_serial
+    __slots__ = ()
 
 
-def _simulated_counts(copy: ProviderCopy, world: CopyWorld, groups: list[RequestGroup],
-                      options: SearchOptions, class_ids: dict[str, int], used: Used,
-                      anchors: set[int], drained: frozenset[int], amounts: dict[str, int]
-                      ) -> dict[int, tuple[int, str | None]]:
+def _trees_by_traits(copy: ProviderCopy, plan: GroupSearch, tables: dict, key: tuple
+                     ) -> tuple[frozenset[int], frozenset[int]]:
+    """A spread group's required traits are those of the providers it
+    takes from together, more providers bringing more traits: a tree
+    whose every holder has them alone counts as any other, one whose
+    holders lack them even together has no candidate. The others
+    (``apart``) are simulated. (apart, lacking)."""
+    together = plan.spread.together
+
+    def make() -> tuple[frozenset[int], frozenset[int]]:
+        holders: dict[int, set[int]] = defaultdict(set)
+        for table in tables.values():
+            for provider_id, root_id in zip(table.provider_ids, table.root_ids, strict=True):
+                holders[root_id].add(provider_id)
+        apart, lacking = set(), set()
+        for root_id, ids in holders.items():
+            traits = [copy.providers[provider_id].traits for provider_id in ids]
+            if all(check.passes(own) for own in traits for check in together):
+                continue
+            if all(check.passes(frozenset().union(*traits)) for check in together):
+                apart.add(root_id)
+            else:
+                lacking.add(root_id)
+        return frozenset(apart), frozenset(lacking)
+    return copy.memo.get_or_make(
+        _TraitsTogether(key, copy.places, copy.traits_serial), make)
+
+
+def _simulate(counted: Counted, world: CopyWorld, groups: list[RequestGroup],
+              options: SearchOptions, class_ids: dict[str, int], used: Usages,
+              anchors: set[int], drained: frozenset[int]) -> None:
     """The ``anchors`` filled by simulated claims, in the search's order."""
     class_names = {class_id: name for name, class_id in class_ids.items()}
-    simulated = SimulatedWorld(copy, world, class_names, used, anchors, drained)
-    claimed = simulated.fill(groups, options)
-    return {anchor: (claimed[anchor], min(amounts, key=lambda name: (
-                simulated.free(anchor, name) // amounts[name]), default=None))
-            for anchor in claimed}
+    simulated = SimulatedWorld(counted.copy, world, class_names, used.pairs, anchors, drained)
+    amounts = counted.amounts
+    for anchor, claimed in simulated.fill(groups, options).items():
+        counted.roots[anchor] = claimed
+        counted.simulated_binding[anchor] = min(
+            amounts, key=lambda name: simulated.free(anchor, name) // amounts[name],
+            default=None)
+    counted.exact = False

@@ -15,9 +15,9 @@ from placement.candidates import find
 from placement.candidates.follower import among, chunks
 from placement.candidates.model import RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy
-from placement.capacity.count import Used
+from placement.capacity.count import Usages
 from placement.capacity.simulate import SimulatedWorld, one_at_a_time
-from placement.capacity.tables import class_rows, free_slots
+from placement.capacity.tables import class_table, free_slots
 from placement.db import tables
 
 _alloc = tables.allocations
@@ -81,7 +81,7 @@ def _consumers_on(connection: sa.engine.Connection, drained: frozenset[int]
 
 
 def evacuate(connection: sa.engine.Connection, copy: ProviderCopy, drained: frozenset[int],
-             used: Used) -> Evacuation:
+             used: Usages) -> Evacuation:
     """Could every consumer on the ``drained`` providers be placed
     elsewhere, one group of what it has there each, largest first, each
     claim simulated before the next consumer is tried?"""
@@ -98,7 +98,7 @@ def evacuate(connection: sa.engine.Connection, copy: ProviderCopy, drained: froz
     class_names = {class_id: name for name, class_id in class_ids.items()}
     everywhere = copy.anchors([(class_id, frozenset()) for class_id in class_ids.values()],
                               (), (), any_class=True)
-    simulated = SimulatedWorld(copy, world, class_names, used, everywhere, drained)
+    simulated = SimulatedWorld(copy, world, class_names, used.pairs, everywhere, drained)
     unplaced = []
     for consumer in sorted(consumers, key=_size(copy, class_ids, consumers), reverse=True):
         result = simulated.first(groups_of[consumer], options)
@@ -114,7 +114,7 @@ def _size(copy: ProviderCopy, class_ids: dict[str, int],
           consumers: dict[str, dict[str, int]]):
     """A consumer's size: the share of the largest inventory of each
     class it takes, summed (classes in units of their own)."""
-    largest = {name: max((row.capacity for row in class_rows(copy, class_id)), default=1) or 1
+    largest = {name: max(class_table(copy, class_id).capacities, default=1) or 1
                for name, class_id in class_ids.items()}
 
     def size(consumer: str) -> tuple[float, str]:
@@ -124,13 +124,13 @@ def _size(copy: ProviderCopy, class_ids: dict[str, int],
 
 
 def _why(copy: ProviderCopy, class_ids: dict[str, int], resources: dict[str, int],
-         used: Used, drained: frozenset[int]) -> str:
+         used: Usages, drained: frozenset[int]) -> str:
     """Why a consumer found no place: a class no provider left has room
     for (before the simulated claims), or its classes not together."""
     for name, amount in resources.items():
-        rows = tuple(row for row in class_rows(copy, class_ids[name])
-                     if row.provider_id not in drained)
-        if not any(free_slots(rows, class_ids[name], amount, used).values()):
+        class_id = class_ids[name]
+        if not any(free_slots(class_table(copy, class_id), used.by_class.get(class_id, {}),
+                              amount, drained)):
             return f"no provider outside the drain has room for {name}:{amount}"
     wanted = ",".join(f"{name}:{amount}" for name, amount in resources.items())
     return f"no tree outside the drain has room for {wanted} together"

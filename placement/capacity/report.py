@@ -22,22 +22,23 @@ def report(shape: str, counted: Counted, limit: int | None = DEFAULT_LIMIT,
            by_aggregate: bool = False, evacuation: Evacuation | None = None) -> dict:
     """The answer for ``shape`` (its query string)."""
     copy = counted.copy
-    roots = sorted(counted.roots.items(), key=lambda item: (-item[1][0], item[0]))
+    roots = sorted(counted.roots.items(), key=lambda item: (-item[1], item[0]))
+    bindings = Counter(counted.binding(root_id) for root_id in counted.roots)
+    bindings.pop(None, None)
     answer: dict = {
         "shape": shape,
         "total": counted.total,
         "exact": counted.exact,
         "roots_counted": len(roots),
-        "roots_with_room": sum(1 for _, (count, _) in roots if count),
-        "roots": [{"uuid": copy.providers[root_id].uuid, "count": count, "binding": binding}
-                  for root_id, (count, binding) in roots[:limit]],
-        "binding": dict(sorted(Counter(
-            binding for _, (_, binding) in roots if binding is not None).items())),
+        "roots_with_room": sum(1 for _, count in roots if count),
+        "roots": [{"uuid": copy.providers[root_id].uuid, "count": count,
+                   "binding": counted.binding(root_id)}
+                  for root_id, count in roots[:limit]],
+        "binding": dict(sorted(bindings.items())),
     }
     if by_aggregate:
         answer["aggregates"] = {
-            uuid: sum(counted.roots.get(root_id, (0, None))[0]
-                      for root_id in copy.aggregate_roots(uuid))
+            uuid: sum(counted.roots.get(root_id, 0) for root_id in copy.aggregate_roots(uuid))
             for uuid in sorted(copy.aggregate_members)}
     if evacuation is not None:
         answer["drain"] = {

@@ -1,56 +1,118 @@
-"""What capacity counts keep per provider copy: per resource class, the
-holders of an inventory of it as flat rows (provider, root, capacity and
-unit rules), made once per copy (``ProviderCopy.memo``, dropped with the
-copy's indexes) so that a count is a loop over tuples, not over records."""
+"""What capacity counts keep per provider copy (``ProviderCopy.memo``,
+dropped with the copy's indexes), so that a count is a few loops at C
+speed over flat tuples rather than a look at each provider record:
+
+* per resource class, and per filter of a request group (traits,
+  aggregates, in_tree), the holders of an inventory of it that pass the
+  filter, asked once of the engine's own checks (``eligible``);
+* their capacities as parallel tuples, the roots' own rows first
+  (``ClassTable``), for the copy's serial (inventory totals change it).
+
+Usages are read once (per scrape) and split by class (``by_class``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+from itertools import repeat
+from operator import floordiv, sub
 from typing import NamedTuple
 
 from placement.candidates.memo import Key
 from placement.candidates.provider_copy import ProviderCopy
 
-
-class Row(NamedTuple):
-    provider_id: int
-    root_id: int
-    capacity: int
-    min_unit: int
-    max_unit: int
-    step_size: int
+# (provider id, class id) -> used
+Used = dict[tuple[int, int], int]
 
 
-class _ClassRows(Key["tuple[Row, ...]"]):
+class ClassTable(NamedTuple):
+    """The holders of one class passing one filter: the roots' own rows
+    (a provider that is its tree's root) first, then the others."""
+
+    provider_ids: tuple[int, ...]
+    root_ids: tuple[int, ...]
+    capacities: tuple[int, ...]
+    own_rows: int  # how many rows are roots' own
+    max_units: tuple[int, ...]
+    # the smallest max_unit: amounts up to it pass every max_unit
+    max_unit_floor: int
+    # (row, min_unit, max_unit, step_size) of the rows with other unit rules
+    # than an amount up to max_unit_floor passes (min_unit or step_size > 1)
+    unusual: tuple[tuple[int, int, int, int], ...]
+
+
+class _Table(Key[ClassTable]):
     # class_id: int
-    # serial: int (inventory totals change without moving the copy's
-    # indexes, which the memo follows: the serial says which copy)
+    # serial: int (the copy's: inventories may change without moving it)
+    # filter: tuple | None (the key of the group's filter; None: none)
     __slots__ = ()
 
 
-def class_rows(copy: ProviderCopy, class_id: int) -> tuple[Row, ...]:
-    """The holders of ``class_id`` in id order, with their inventories."""
-    def make() -> tuple[Row, ...]:
+class _Eligible(Key[frozenset[int]]):
+    # class_id: int
+    # filter: tuple (the key of the group's filter)
+    # places: int, traits_serial: int (what the filter reads of the copy)
+    __slots__ = ()
+
+
+def by_class(used: Used) -> dict[int, dict[int, int]]:
+    """Class id -> provider id -> used: a count looks a class up at once."""
+    split: dict[int, dict[int, int]] = {}
+    for (provider_id, class_id), amount in used.items():
+        split.setdefault(class_id, {})[provider_id] = amount
+    return split
+
+
+def class_table(copy: ProviderCopy, class_id: int, filter_key: tuple | None = None,
+                passes: Callable[[object, object], bool] | None = None) -> ClassTable:
+    """The holders of ``class_id`` passing ``passes`` (the engine's check
+    of a provider serving its own tree; None: every holder), made once
+    per copy and filter."""
+    def make() -> ClassTable:
+        holders = copy.class_members.get(class_id, frozenset())
+        if passes is not None:
+            holders = _eligible(copy, class_id, filter_key, passes)
         providers = copy.providers
-        rows = []
-        for provider_id in sorted(copy.class_members.get(class_id, ())):
-            provider = providers[provider_id]
-            inventory = provider.inventories[class_id]
-            rows.append(Row(provider_id, provider.root_id, inventory.capacity,
-                            inventory.min_unit, inventory.max_unit, inventory.step_size))
-        return tuple(rows)
-    return copy.memo.get_or_make(_ClassRows(class_id, copy.serial), make)
+        ordered = sorted(holders, key=lambda provider_id: (
+            providers[provider_id].root_id != provider_id, provider_id))
+        inventories = [providers[provider_id].inventories[class_id] for provider_id in ordered]
+        return ClassTable(
+            tuple(ordered), tuple(providers[provider_id].root_id for provider_id in ordered),
+            tuple(inventory.capacity for inventory in inventories),
+            sum(providers[provider_id].root_id == provider_id for provider_id in ordered),
+            tuple(inventory.max_unit for inventory in inventories),
+            min((inventory.max_unit for inventory in inventories), default=0),
+            tuple((row, inventory.min_unit, inventory.max_unit, inventory.step_size)
+                  for row, inventory in enumerate(inventories)
+                  if inventory.min_unit != 1 or inventory.step_size != 1))
+    return copy.memo.get_or_make(_Table(class_id, copy.serial, filter_key), make)
 
 
-def free_slots(rows: tuple[Row, ...], class_id: int, amount: int,
-               used: dict[tuple[int, int], int]) -> dict[int, int]:
-    """Provider id -> how many times ``amount`` of the class still fits
-    there (0 where the unit rules refuse the amount: then it never fits)."""
-    slots = {}
-    get = used.get
-    for provider_id, _, capacity, min_unit, max_unit, step_size in rows:
-        if min_unit <= amount <= max_unit and amount % step_size == 0:
-            free = capacity - get((provider_id, class_id), 0)
-            slots[provider_id] = free // amount if free > 0 else 0
-        else:
-            slots[provider_id] = 0
+def _eligible(copy: ProviderCopy, class_id: int, filter_key: tuple,
+              passes: Callable[[object, object], bool]) -> frozenset[int]:
+    providers = copy.providers
+    return copy.memo.get_or_make(
+        _Eligible(class_id, filter_key, copy.places, copy.traits_serial),
+        lambda: frozenset(
+            provider_id for provider_id in copy.class_members.get(class_id, ())
+            if passes(providers[provider_id], providers[providers[provider_id].root_id])))
+
+
+def free_slots(table: ClassTable, used: dict[int, int], amount: int,
+               drained: Collection[int] = ()) -> list[int]:
+    """Per row of ``table``, how many times ``amount`` still fits there
+    (0 where a unit rule refuses the amount, or the provider is drained)."""
+    free = map(sub, table.capacities, map(used.get, table.provider_ids, repeat(0)))
+    # at C speed: room // amount, 0 where the room is negative (overcommitted)
+    slots = list(map(max, map(floordiv, free, repeat(amount)), repeat(0)))
+    if amount > table.max_unit_floor:
+        for row, inventory_max in enumerate(table.max_units):
+            if amount > inventory_max:
+                slots[row] = 0
+    for row, min_unit, max_unit, step_size in table.unusual:
+        if not (min_unit <= amount <= max_unit and amount % step_size == 0):
+            slots[row] = 0
+    if drained:
+        for row, provider_id in enumerate(table.provider_ids):
+            if provider_id in drained:
+                slots[row] = 0
     return slots
