@@ -14,13 +14,13 @@ import sqlalchemy as sa
 
 from placement.candidates import find
 from placement.candidates.copy_world import CopyWorld, filter_key
-from placement.candidates.follower import usages
 from placement.candidates.groups import GroupSearch, group_search
 from placement.candidates.memo import Key
 from placement.candidates.model import RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy
 from placement.capacity.simulate import SimulatedWorld
-from placement.capacity.tables import Used, by_class, class_table, free_slots
+from placement.capacity.tables import class_table, free_slots
+from placement.capacity.usages import Usages
 
 
 @dataclasses.dataclass
@@ -51,18 +51,10 @@ class Counted:
                    default=None)
 
 
-class Usages:
-    """The usages of one read, as a count looks them up."""
-
-    def __init__(self, used: Used):
-        self.pairs = used
-        self.by_class = by_class(used)
-
-
-def read_usages(connection: sa.engine.Connection, class_ids: list[int] | None = None
-                ) -> Usages:
-    """The usages of every provider (of these classes; None: all), one read."""
-    return Usages(usages(connection, None, class_ids))
+def read_usages(connection: sa.engine.Connection) -> Usages:
+    """The usages a count (or a scrape of several) reads, each class once,
+    as the counts first ask for it (in ``connection``'s transaction)."""
+    return Usages(connection)
 
 
 def count(connection: sa.engine.Connection, groups: list[RequestGroup],
@@ -74,7 +66,7 @@ def count(connection: sa.engine.Connection, groups: list[RequestGroup],
     traits raise InvalidInput, as for the candidates."""
     copy, world, class_ids = find.prepare(connection, groups, options)
     if used is None:
-        used = read_usages(connection, sorted(class_ids.values()))
+        used = read_usages(connection)
     amounts: dict[str, int] = defaultdict(int)
     for group in groups:
         for class_name, amount in group.resources.items():
@@ -122,7 +114,9 @@ def _exact_counts(counted: Counted, world: CopyWorld, group: RequestGroup,
               else anchors)
     for name, amount in group.resources.items():
         table = tables[name]
-        slots = free_slots(table, used.by_class.get(class_ids[name], {}), amount, drained)
+        class_id = class_ids[name]
+        slots = free_slots(table, used.of(class_id), amount, drained,
+                           used.room(class_id, table))
         if spread:
             counted.class_slots[name] = _root_sums(table.root_ids, slots, table.own_rows)
         else:
@@ -216,7 +210,8 @@ def _simulate(counted: Counted, world: CopyWorld, groups: list[RequestGroup],
               anchors: set[int], drained: frozenset[int]) -> None:
     """The ``anchors`` filled by simulated claims, in the search's order."""
     class_names = {class_id: name for name, class_id in class_ids.items()}
-    simulated = SimulatedWorld(counted.copy, world, class_names, used.pairs, anchors, drained)
+    simulated = SimulatedWorld(counted.copy, world, class_names, used.pairs(class_names),
+                               anchors, drained)
     amounts = counted.amounts
     for anchor, claimed in simulated.fill(groups, options).items():
         counted.roots[anchor] = claimed

@@ -15,9 +15,9 @@ from placement.candidates import find
 from placement.candidates.follower import among, chunks
 from placement.candidates.model import RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy
-from placement.capacity.count import Usages
 from placement.capacity.simulate import SimulatedWorld, one_at_a_time
 from placement.capacity.tables import class_table, free_slots
+from placement.capacity.usages import Usages
 from placement.db import tables
 
 _alloc = tables.allocations
@@ -98,7 +98,8 @@ def evacuate(connection: sa.engine.Connection, copy: ProviderCopy, drained: froz
     class_names = {class_id: name for name, class_id in class_ids.items()}
     everywhere = copy.anchors([(class_id, frozenset()) for class_id in class_ids.values()],
                               (), (), any_class=True)
-    simulated = SimulatedWorld(copy, world, class_names, used.pairs, everywhere, drained)
+    simulated = SimulatedWorld(copy, world, class_names, used.pairs(class_names), everywhere,
+                               drained)
     unplaced = []
     for consumer in sorted(consumers, key=_size(copy, class_ids, consumers), reverse=True):
         result = simulated.first(groups_of[consumer], options)
@@ -129,7 +130,7 @@ def _why(copy: ProviderCopy, class_ids: dict[str, int], resources: dict[str, int
     for (before the simulated claims), or its classes not together."""
     for name, amount in resources.items():
         class_id = class_ids[name]
-        if not any(free_slots(class_table(copy, class_id), used.by_class.get(class_id, {}),
+        if not any(free_slots(class_table(copy, class_id), used.of(class_id),
                               amount, drained)):
             return f"no provider outside the drain has room for {name}:{amount}"
     wanted = ",".join(f"{name}:{amount}" for name, amount in resources.items())

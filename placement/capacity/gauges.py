@@ -13,6 +13,7 @@ counted at the next one."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -47,8 +48,15 @@ class CapacityCollector:
         self._last: dict[str, tuple[int, bool]] = {}
         # the shapes left uncounted by the last scrape come first
         self._order = list(range(len(shapes)))
+        # scrapes of one process count one at a time (the second then
+        # finds the copy and the memos warm)
+        self._lock = threading.Lock()
 
     def counts(self) -> Counts:
+        with self._lock:
+            return self._counts()
+
+    def _counts(self) -> Counts:
         started = time.thread_time()
         counted: list[int] = []
         with self._db.reader() as connection:

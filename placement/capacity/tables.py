@@ -8,7 +8,7 @@ speed over flat tuples rather than a look at each provider record:
 * their capacities as parallel tuples, the roots' own rows first
   (``ClassTable``), for the copy's serial (inventory totals change it).
 
-Usages are read once (per scrape) and split by class (``by_class``)."""
+Usages are read once (per scrape), by class (``placement.capacity.usages``)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ class ClassTable(NamedTuple):
     # (row, min_unit, max_unit, step_size) of the rows with other unit rules
     # than an amount up to max_unit_floor passes (min_unit or step_size > 1)
     unusual: tuple[tuple[int, int, int, int], ...]
+    # provider id -> its row
+    rows: dict[int, int]
 
 
 class _Table(Key[ClassTable]):
@@ -52,14 +54,6 @@ class _Eligible(Key[frozenset[int]]):
     # filter: tuple (the key of the group's filter)
     # places: int, traits_serial: int (what the filter reads of the copy)
     __slots__ = ()
-
-
-def by_class(used: Used) -> dict[int, dict[int, int]]:
-    """Class id -> provider id -> used: a count looks a class up at once."""
-    split: dict[int, dict[int, int]] = {}
-    for (provider_id, class_id), amount in used.items():
-        split.setdefault(class_id, {})[provider_id] = amount
-    return split
 
 
 def class_table(copy: ProviderCopy, class_id: int, filter_key: tuple | None = None,
@@ -83,7 +77,8 @@ def class_table(copy: ProviderCopy, class_id: int, filter_key: tuple | None = No
             min((inventory.max_unit for inventory in inventories), default=0),
             tuple((row, inventory.min_unit, inventory.max_unit, inventory.step_size)
                   for row, inventory in enumerate(inventories)
-                  if inventory.min_unit != 1 or inventory.step_size != 1))
+                  if inventory.min_unit != 1 or inventory.step_size != 1),
+            dict(zip(ordered, range(len(ordered)), strict=True)))
     return copy.memo.get_or_make(_Table(class_id, copy.serial, filter_key), make)
 
 
@@ -97,13 +92,30 @@ def _eligible(copy: ProviderCopy, class_id: int, filter_key: tuple,
             if passes(providers[provider_id], providers[providers[provider_id].root_id])))
 
 
+def free_room(table: ClassTable, used: dict[int, int]) -> list[int]:
+    """Per row of ``table``, the room left (never below 0: overcommitted
+    inventories have none)."""
+    if 2 * len(used) > len(table.provider_ids):
+        # most holders used: every row looked up, at C speed
+        return list(map(max, map(sub, table.capacities, map(
+            used.get, table.provider_ids, repeat(0))), repeat(0)))
+    room = list(table.capacities)
+    rows = table.rows
+    for provider_id, amount in used.items():
+        row = rows.get(provider_id)
+        if row is not None:
+            room[row] = max(0, room[row] - amount)
+    return room
+
+
 def free_slots(table: ClassTable, used: dict[int, int], amount: int,
-               drained: Collection[int] = ()) -> list[int]:
+               drained: Collection[int] = (), room: list[int] | None = None) -> list[int]:
     """Per row of ``table``, how many times ``amount`` still fits there
-    (0 where a unit rule refuses the amount, or the provider is drained)."""
-    free = map(sub, table.capacities, map(used.get, table.provider_ids, repeat(0)))
-    # at C speed: room // amount, 0 where the room is negative (overcommitted)
-    slots = list(map(max, map(floordiv, free, repeat(amount)), repeat(0)))
+    (0 where a unit rule refuses the amount, or the provider is drained);
+    ``room``: ``free_room`` of the table, when known."""
+    if room is None:
+        room = free_room(table, used)
+    slots = list(map(floordiv, room, repeat(amount)))
     if amount > table.max_unit_floor:
         for row, inventory_max in enumerate(table.max_units):
             if amount > inventory_max:
