@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import uuid
 
+import jsonschema
 import pytest
 import webob
 
+from placement import openapi, router, versions
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
@@ -94,7 +96,12 @@ def test_a_consumer_too_large_for_the_rest_is_named_with_why(cloud):
     api, roots = cloud
     big = str(uuid.uuid4())
     api.claim(big, roots["cn2"], MEMORY_MB=6000)
-    answer = api.call("GET", f"/capacity?resources=VCPU:1&drain_aggregate={AGGREGATE}")
+    answer = api.call("GET", f"/capacity?resources=VCPU:1&drain_aggregate={AGGREGATE}"
+                             "&group_by=aggregate")
+    # the answer is the one the OpenAPI document describes
+    document = openapi.document(router.ROUTES)
+    jsonschema.validate(answer, openapi.response_schema(document, "/capacity", "GET", 200,
+                                                        versions.MIN_VERSION))
     assert answer["drain"]["all_placed"] is False
     assert answer["drain"]["unplaced"] == [{
         "consumer": big, "resources": {"MEMORY_MB": 6000},
