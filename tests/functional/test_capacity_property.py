@@ -176,3 +176,12 @@ def test_capacity_agrees_with_claiming_the_first_candidate(providers, shape, dra
         assert answer["total"] <= claimed
         assert best is None or answer["total"] <= best
     assert answer["total"] == sum(root["count"] for root in answer["roots"])
+    if drained:
+        # every consumer on the drained providers (one per inventory in
+        # use) is either placed elsewhere or said to be unplaceable
+        drain = answer["drain"]
+        assert drain["consumers"] == sum(
+            1 for p in providers if p.name in drained
+            for inventory in p.inventories.values() if inventory.used)
+        assert drain["placed"] + len(drain["unplaced"]) == drain["consumers"]
+        assert drain["all_placed"] == (not drain["unplaced"])
