@@ -12,7 +12,7 @@ import webob
 
 from placement import openapi, router, versions
 from tests.fixtures.base import build_app
-from tests.fixtures.provider_api import ProviderApi, in_process
+from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process
 
 AGGREGATE = str(uuid.uuid4())
 
@@ -123,3 +123,39 @@ def test_admin_only_at_every_microversion_and_bad_queries_refused(database):
     assert _status(database, "resources=NOT_A_CLASS:1")[0] == 400
     assert _status(database, f"resources=VCPU:1&drain_provider={uuid.uuid4()}")[0] == 400
     assert _status(database, "resources=VCPU:1&group_by=host")[0] == 400
+
+
+def test_a_lower_bound_may_be_below_the_true_maximum(database):
+    """The shared disk comes first in cn1's tree (it was created first):
+    the first candidate there takes it, leaving cn2, which has no disk of
+    its own, nothing. Claiming the first candidate each time fits 1; the
+    best packing (cn1's own disk for cn1) fits 2. The answer says it is a
+    lower bound."""
+    api = ProviderApi(in_process(build_app(database)))
+    disk = api.provider("disk", DISK_GB=10)
+    api.traits(disk, "MISC_SHARES_VIA_AGGREGATE")
+    cn1 = api.provider("cn1", VCPU=1, DISK_GB=10)
+    cn2 = api.provider("cn2", VCPU=1)
+    for provider in (disk, cn1, cn2):
+        api.call("PUT", f"/resource_providers/{provider}/aggregates", {
+            "aggregates": [AGGREGATE],
+            "resource_provider_generation": api.generation(provider)})
+    answer = api.call("GET", "/capacity?resources=VCPU:1,DISK_GB:10")
+    assert answer["exact"] is False
+    assert _counts(answer) == {cn1: (1, "VCPU"), cn2: (0, "DISK_GB")}
+    # and two do fit
+    api.claim(str(uuid.uuid4()), cn1, VCPU=1, DISK_GB=10)
+    api.call("PUT", f"/allocations/{uuid.uuid4()}", {
+        "allocations": {cn2: {"resources": {"VCPU": 1}},
+                        disk: {"resources": {"DISK_GB": 10}}},
+        "consumer_generation": None, "consumer_type": "INSTANCE", **PROJECT})
+
+
+def test_root_required_and_in_tree_narrow_the_roots_counted(cloud):
+    api, roots = cloud
+    api.call("PUT", "/traits/CUSTOM_RACK_A")
+    api.traits(roots["cn2"], "CUSTOM_RACK_A")
+    answer = api.call("GET", "/capacity?resources=VCPU:1&root_required=CUSTOM_RACK_A")
+    assert _counts(answer) == {roots["cn2"]: (4, "VCPU")} and answer["exact"] is True
+    answer = api.call("GET", f"/capacity?resources=VCPU:1&in_tree={roots['cn3']}")
+    assert _counts(answer) == {roots["cn3"]: (8, "VCPU")} and answer["exact"] is True
