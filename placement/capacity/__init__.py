@@ -6,7 +6,10 @@ search options, ``placement.candidates.model``) and counted on the
 candidate engine's provider copy with one read of the usages:
 
 - ``tables``: what is kept per copy (``ProviderCopy.memo``) to count fast:
-  per class, its holders' capacities and unit rules as flat rows.
+  per class and filter, its holders' capacities and unit rules as flat
+  tuples.
+- ``usages``: the usages of one transaction, each class read once (a
+  scrape of many shapes reads each of their classes once).
 - ``simulate``: a world of ``placement.candidates.world.World`` made from
   the copy with its own usages, on which claims are simulated in memory:
   the engine's own search gives the first candidate of a tree, the claim
@@ -31,6 +34,8 @@ candidate engine's provider copy with one read of the usages:
   binding classes, the drain.
 - ``gauges``: the Prometheus collector of the configured shapes, counted
   at scrape time by the answering process within a CPU budget.
+- ``chart``: an answer drawn as an SVG bar chart (``placement-capacity
+  --chart``).
 
 Imports run one way: this package uses ``placement.candidates``,
 ``placement.objects`` and ``placement.db``, and knows nothing of HTTP.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -112,7 +113,7 @@ def evacuate(connection: sa.engine.Connection, copy: ProviderCopy, drained: froz
 
 
 def _size(copy: ProviderCopy, class_ids: dict[str, int],
-          consumers: dict[str, dict[str, int]]):
+          consumers: dict[str, dict[str, int]]) -> Callable[[str], tuple[float, str]]:
     """A consumer's size: the share of the largest inventory of each
     class it takes, summed (classes in units of their own)."""
     largest = {name: max(class_table(copy, class_id).capacities, default=1) or 1

@@ -16,7 +16,14 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 
 from placement.candidates.copy_world import CopyWorld
-from placement.candidates.model import Provider, RequestGroup, SearchOptions
+from placement.candidates.model import (
+    OneProviderResult,
+    Provider,
+    RequestGroup,
+    Result,
+    SearchOptions,
+    SpreadResult,
+)
 from placement.candidates.provider_copy import ProviderCopy
 from placement.candidates.search import search
 from placement.candidates.world import World
@@ -67,7 +74,8 @@ class SimulatedWorld(World):
                 inventories[class_name] = inventory.with_used(inventory.used + times * amount)
         return max(times, 0)
 
-    def first(self, groups: list[RequestGroup], options: SearchOptions):
+    def first(self, groups: list[RequestGroup], options: SearchOptions
+              ) -> Result | OneProviderResult | SpreadResult | None:
         """The first result of the search, None when there is none."""
         results = search(self, groups, options)
         return results[0] if results else None
