@@ -244,8 +244,10 @@ metrics_opts = [
     ),
 ]
 
-# [capacity]: what GET /metrics says of the cloud's capacity (the
-# ``placement_capacity_*`` gauges, placement.capacity_gauges).
+# [capacity]: what GET /metrics says of the cloud's capacity, computed at
+# each scrape by the process answering it: the placement_capacity_* gauges
+# per resource class and aggregate (placement.capacity.resource_gauges), and the
+# free slots of the shapes named here (placement.capacity.gauges).
 capacity_opts = [
     cfg.BoolOpt(
         "resource_gauges",
@@ -263,6 +265,26 @@ capacity_opts = [
         help="At most this many aggregates get their own placement_capacity_* series "
         "(those with the most providers, then by uuid); 0: the whole cloud only. "
         "Each aggregate adds three series per resource class to every scrape.",
+    ),
+    cfg.MultiStrOpt(
+        "shapes",
+        default=[],
+        help="A named shape whose free slots GET /metrics reports as "
+        "placement_capacity_free_slots{shape=NAME}, as NAME=QUERY where QUERY is "
+        "written as the query of GET /allocation_candidates (repeat the option "
+        "for several), e.g. "
+        "small=resources=VCPU:1,MEMORY_MB:2048&required=!CUSTOM_GOLD. Counted by "
+        "the process answering the scrape, with one read of the usages, as GET "
+        "/capacity counts; needs [metrics] enabled.",
+    ),
+    cfg.FloatOpt(
+        "scrape_cpu_seconds",
+        default=0.5,
+        min=0.0,
+        help="CPU seconds a scrape may spend counting the shapes: once spent, the "
+        "shapes not counted yet report the value of an earlier scrape (they are "
+        "counted first at the next one) and placement_capacity_stale_shapes says "
+        "how many did. 0: no bound.",
     ),
 ]
 

@@ -6,25 +6,20 @@ import functools
 import gc
 from collections.abc import Callable, Mapping
 
+import webob.exc
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_middleware import cors, http_proxy_to_wsgi
 
-from placement import (
-    capacity_gauges,
-    healthcheck,
-    metrics,
-    microversion,
-    middleware,
-    policies,
-    router,
-)
 from placement import conf as placement_conf
+from placement import healthcheck, metrics, microversion, middleware, policies, router
 from placement.candidates import follower
+from placement.capacity import gauges, resource_gauges
 from placement.db import api as db_api
 from placement.db import migration
 from placement.endpoint import Endpoint
+from placement.handlers import capacity
 
 LOG = logging.getLogger(__name__)
 
@@ -149,6 +144,27 @@ def _prepare_provider_copy(conf: cfg.ConfigOpts, db: db_api.Database, load: bool
         _load_provider_copy(db)
 
 
+def _capacity_gauges(conf: cfg.ConfigOpts, db: db_api.Database) -> list[object]:
+    """The collectors of the capacity gauges: per resource class and
+    aggregate (``[capacity] resource_gauges``), and of the shapes of
+    ``[capacity] shapes`` (none when none is named); a shape the route
+    would refuse stops the service."""
+    collectors = resource_gauges.collectors(
+        conf.capacity.resource_gauges, db, conf.capacity.aggregate_gauges_limit)
+    shapes = []
+    for entry in conf.capacity.shapes:
+        name, _, text = entry.partition("=")
+        try:
+            shapes.append(gauges.Shape(name.strip(), *capacity.parse_shape(
+                text.strip(), conf.placement)))
+        except webob.exc.HTTPException as error:
+            raise ValueError(f"[capacity] shapes: {entry!r}: {error.detail}") from None
+    if shapes:
+        collectors.append(gauges.CapacityCollector(db, shapes,
+                                                   conf.capacity.scrape_cpu_seconds))
+    return collectors
+
+
 def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
               load_provider_copy: bool = False,
               routes: Mapping[str, Mapping[str, Endpoint]] = router.ROUTES) -> Callable:
@@ -191,8 +207,7 @@ def build_app(conf: cfg.ConfigOpts, db: db_api.Database | None = None,
         application, conf, db.engine.url, unservable=problem)}
     if conf.metrics.enabled:
         answered_before_auth[middleware.METRICS_PATH] = middleware.MetricsEndpoint(
-            metrics.exposition_application(capacity_gauges.collectors(
-                conf.capacity.resource_gauges, db, conf.capacity.aggregate_gauges_limit)))
+            metrics.exposition_application(_capacity_gauges(conf, db)))
     application = middleware.ByPath(application, answered_before_auth)
     # Honours X-Forwarded-Proto/Host and Forwarded (so Location headers name
     # the proxy) when [oslo_middleware] enable_proxy_headers_parsing is set

@@ -139,7 +139,7 @@ def exposition_application(collectors: Iterable = ()) -> Callable:
     collector metrics), or in multi-process mode the sums of those of
     every process of the directory; and what ``collectors`` (objects with
     ``collect``) work out at each scrape in the process answering it
-    (``placement.capacity_gauges``), never summed over processes."""
+    (``placement.capacity.resource_gauges``), never summed over processes."""
     from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, multiprocess
 
     # A registry of this application's own: the process-wide one must not

@@ -41,6 +41,7 @@ from placement.handlers import (
     aggregate,
     allocation,
     allocation_candidate,
+    capacity,
     inventory,
     openapi,
     provider_usage,
@@ -54,6 +55,7 @@ from placement.handlers import (
 from placement.schemas import aggregate as aggregate_schema
 from placement.schemas import allocation as allocation_schema
 from placement.schemas import allocation_candidate as allocation_candidate_schema
+from placement.schemas import capacity as capacity_schema
 from placement.schemas import capacity_providers as capacity_providers_schema
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as reshaper_schema
@@ -315,7 +317,23 @@ ROUTES: dict[str, dict[str, Endpoint]] = {
                          "candidates.", ADMIN),
             extension=True)),
     },
-    # capacity (extensions of ours, at every microversion)
+    # extensions of ours, at every microversion
+    "/capacity": {
+        "GET": Endpoint(capacity.get_capacity, Operation(
+            "An extension (not in the original API): how many more whole instances of a "
+            "shape, written as the query of GET /allocation_candidates, fit, in total, per "
+            "root (the roots with most room, up to limit, default 20) and, with "
+            "group_by=aggregate, per aggregate, with the class that runs out first; "
+            "exact, or a stated lower bound (exact: false). With drain_provider "
+            "(repeatable) or drain_aggregate, counted without those providers, and "
+            "whether every consumer on them could be placed elsewhere. Read-only. "
+            "Admin only by default.",
+            (Outcome(200, responses.CAPACITY, description="The capacity answer."),),
+            query=always(capacity_schema.QUERY), errors=protected(),
+            policy=_rule("capacity:read", "Count how many more instances of a shape fit, "
+                         "and what a drain would leave.", ADMIN),
+            extension=True)),
+    },
     "/capacity/providers": {
         "GET": Endpoint(provider_usage.list_provider_usages, Operation(
             "Every provider's inventories and usages in one read, for monitoring, "

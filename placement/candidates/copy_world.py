@@ -42,7 +42,7 @@ _SMALLEST_BATCH = 8
 # below, looking costs less than the bookkeeping.
 _SERVING_SET = 4
 
-def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
+def filter_key(names: TraitFilter | AggregateFilter) -> tuple:
     return (tuple(sorted(tuple(sorted(any_of)) for any_of in names.required)),
             tuple(sorted(names.forbidden)))
 
@@ -50,9 +50,9 @@ def _filter_key(names: TraitFilter | AggregateFilter) -> tuple:
 def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
     """What the search's results depend on, besides the providers and
     their usages: the groups in order and the options."""
-    return (tuple((group.suffix, tuple(group.resources.items()), _filter_key(group.traits),
-                   _filter_key(group.aggregates), group.in_tree) for group in groups),
-            options.group_policy, _filter_key(options.root_traits),
+    return (tuple((group.suffix, tuple(group.resources.items()), filter_key(group.traits),
+                   filter_key(group.aggregates), group.in_tree) for group in groups),
+            options.group_policy, filter_key(options.root_traits),
             tuple(tuple(suffixes) for suffixes in options.same_subtree),
             options.nested_aware, options.max_candidates > 0)
 
@@ -437,6 +437,19 @@ class CopyWorld(World):
             return ()
         interned = self._copy.memo.get_or_make(_ServingSets(), dict)
         return interned.setdefault(serving, serving)
+
+    @property
+    def searched_anchors(self) -> tuple[int, ...]:
+        """The roots the search visits, in id order (``_searched_anchors``)."""
+        return self._searched
+
+    def member_ids(self, root_id: int) -> tuple[int, ...]:
+        """The members of ``root_id``'s tree as the search takes them (its
+        providers and the sharing providers serving it), in id order: what
+        a world of another request's making (placement.capacity) puts in
+        its members."""
+        tree = self._members_of(root_id)
+        return tree.interleaved if tree.interleaved is not None else tree.own + tree.serving
 
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
         tree = self._member_ids.get(anchor)

@@ -70,14 +70,21 @@ def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
 _USAGES = db_api.SizedStatement(_usage_statement)
 
 
+def every_usage(connection: sa.engine.Connection, class_ids: list[int] | None
+                ) -> list[tuple[int, int, int]]:
+    """(provider id, class id, amount allocated) of every provider, for
+    these classes (None: all of them), where any is."""
+    return _USAGES.driver_rows(connection, **(
+        {} if class_ids is None else {"class_ids": class_ids}))
+
+
 def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
     if provider_ids is None:
-        rows = _USAGES.driver_rows(connection, **(
-            {} if class_ids is None else {"class_ids": class_ids}))
-        return {(provider_id, class_id): amount for provider_id, class_id, amount in rows}
+        return {(provider_id, class_id): amount
+                for provider_id, class_id, amount in every_usage(connection, class_ids)}
     # Named providers: their few rows of other classes are dropped here,
     # which costs less than a second IN list (every provider's index
     # entries probed once per class).

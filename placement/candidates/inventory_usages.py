@@ -1,6 +1,6 @@
 """Every provider's inventories with their usages, from the provider copy
 and one read of the usages: what ``GET /capacity/providers`` lists and the
-capacity gauges of ``GET /metrics`` add up (``placement.capacity_gauges``).
+capacity gauges of ``GET /metrics`` add up (``placement.capacity.resource_gauges``).
 
 The inventories come from the copy, brought up to date with the change
 record in the caller's transaction (``follower.current``), so reading them

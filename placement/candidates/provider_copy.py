@@ -187,7 +187,7 @@ class ProviderCopy:
             self.providers[provider_id].root_id
             for provider_id in self.aggregate_members.get(aggregate_uuid, ())))
 
-    def _sharing_reach(self, sharing_ids: Iterable[int]) -> frozenset[int]:
+    def sharing_reach(self, sharing_ids: Iterable[int]) -> frozenset[int]:
         """The roots of the trees the sharing providers share with: their
         own, and those with a provider in one of their aggregates. Each
         aggregate is taken once: hundreds of sharing providers may share a
@@ -284,7 +284,7 @@ class ProviderCopy:
             holders = self.class_members.get(class_id, frozenset())
             for name in forbidden:
                 holders = holders - self.trait_members.get(name, frozenset())
-            return self._sharing_reach(holders & self.sharing).union(
+            return self.sharing_reach(holders & self.sharing).union(
                 self.providers[provider_id].root_id for provider_id in holders)
         return self.memo.get_or_make(
             _ClassReach(class_id, forbidden, self.traits_serial if forbidden else None), make)
@@ -294,7 +294,7 @@ class ProviderCopy:
         a sharing provider that has it."""
         def make() -> frozenset[int]:
             members = self.trait_members.get(trait, frozenset())
-            return self._sharing_reach(members & self.sharing).union(
+            return self.sharing_reach(members & self.sharing).union(
                 self.providers[provider_id].root_id for provider_id in members)
         return self.memo.get_or_make(_TraitReach(trait, self.traits_serial), make)
 
@@ -310,14 +310,14 @@ class ProviderCopy:
         elsewhere, whichever provider (or root) must be in it."""
         def make() -> frozenset[int]:
             sharing_in = self._sharing_by_aggregate().get(aggregate_uuid, ())
-            return self._sharing_reach(sharing_in) | self.aggregate_roots(aggregate_uuid)
+            return self.sharing_reach(sharing_in) | self.aggregate_roots(aggregate_uuid)
         return self.memo.get_or_make(_AggregateReach(aggregate_uuid), make)
 
     def _tree_reach(self, root_id: int) -> frozenset[int]:
         """The tree of ``root_id`` and the trees its sharing providers
         share with: where the providers of a group in that tree can be
         anchored."""
-        return frozenset([root_id]) | self._sharing_reach(
+        return frozenset([root_id]) | self.sharing_reach(
             provider_id for provider_id in self.trees.get(root_id, ())
             if provider_id in self.sharing)
 

@@ -322,6 +322,32 @@ ALLOCATION_CANDIDATES_EXPLAIN = [Variant(mv.ALLOCATION_CANDIDATES, None, _object
     })},
 }))]
 
+# An extension of ours (GET /capacity), at every microversion.
+_COUNTED_ROOT = _object({"uuid": PROVIDER_UUID, "count": AMOUNT,
+                         "binding": {"type": ["string", "null"]}})
+CAPACITY = [Variant(mv.MIN_VERSION, None, _object({
+    "shape": {"type": "string"},
+    "total": AMOUNT,
+    "exact": {"type": "boolean"},
+    "roots_counted": AMOUNT,
+    "roots_with_room": AMOUNT,
+    "roots": {"type": "array", "items": _COUNTED_ROOT},
+    "binding": _map(AMOUNT),
+    "aggregates": _map(AMOUNT, UUID_KEY_PATTERN),
+    "drain": _object({
+        "providers": {"type": "array", "items": PROVIDER_UUID},
+        "consumers": AMOUNT,
+        "placed": AMOUNT,
+        "all_placed": {"type": "boolean"},
+        "unplaced": {"type": "array", "items": _object({
+            "consumer": {"type": "string"},
+            "resources": _map(AMOUNT),
+            "reason": {"type": "string"},
+        })},
+    }),
+}, required=["shape", "total", "exact", "roots_counted", "roots_with_room", "roots",
+             "binding"]))]
+
 # --- errors --------------------------------------------------------------------
 
 

@@ -93,3 +93,20 @@ def test_selection_by_letter_and_name():
     names = {cell.name for cell in cli.select(cli.CELLS, "a,b.storm")}
     assert names == {"a.basic", "a.traits-member-of", "a.nested-granular", "a.cold-plain",
                      "a.cold-filtered", "a.cold-claims", "b.storm"}
+
+
+def test_the_capacity_bench_counts_a_tiny_cloud(tmp_path):
+    """``python -m placement.bench.capacity`` seeds, claims half and
+    reports its figures; the plain count is exact: 40 computes of 64 x 16
+    VCPU and 392 448 MEMORY_MB, every other one with 32 VCPU and 64 GiB
+    claimed (nested ones: on a NUMA node)."""
+    environment = dict(os.environ, PYTHONPATH=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "placement.bench.capacity", "--n", "40", "--repeat", "1",
+         "--concurrency", "2"],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    assert report["plain_exact"] is True and report["shared_disk_exact"] is False
+    assert 0 < report["shared_disk_total"] <= report["plain_total"]
+    assert report["plain_count_cpu_ms"] > 0 and report["scrape_20_shapes_cpu_ms"] > 0

@@ -27,7 +27,7 @@ from placement.db import migration, tables
 from placement.objects import allocation as allocation_obj
 from tests.fixtures import ops
 from tests.fixtures.base import build_app
-from tests.fixtures.metrics import Changes, parse, value
+from tests.fixtures.metrics import Changes, parse, scrape, value
 from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process, over_http
 from tests.functional.test_capacity_gauges import capacity_samples, expected_gauges, seed_cloud
 
@@ -249,6 +249,44 @@ def test_retries_by_reason(app, database, monkeypatch):
     assert api.call("GET", f"/resource_providers/{provider}/usages")["usages"] == {"VCPU": 1}
 
 
+def test_capacity_free_slots_of_the_configured_shapes(database):
+    app = build_app(database, {**ENABLED, ("capacity", "shapes"): [
+        "small=resources=VCPU:1", "large=resources=VCPU:4&required=CUSTOM_GOLD"]})
+    api = ProviderApi(in_process(app))
+    cn1 = api.provider("cn1", VCPU=8)
+    api.provider("cn2", VCPU=4)
+    api.claim(str(uuid.uuid4()), cn1, VCPU=3)
+    samples = scrape(app)
+    assert value(samples, "placement_capacity_free_slots", shape="small") == 9
+    assert value(samples, "placement_capacity_free_slots", shape="large") == 0
+    assert value(samples, "placement_capacity_free_slots_exact", shape="small") == 1
+    assert value(samples, "placement_capacity_stale_shapes") == 0
+    assert api.call("GET", "/capacity?resources=VCPU:1")["total"] == 9
+    api.claim(str(uuid.uuid4()), cn1, VCPU=2)
+    assert value(scrape(app), "placement_capacity_free_slots", shape="small") == 7
+
+
+def test_a_scrape_within_its_cpu_budget_gives_earlier_values(database):
+    """A budget spent at once: each scrape counts one shape (the budget is
+    looked at before each), the one the last scrape left first."""
+    app = build_app(database, {**ENABLED, ("capacity", "scrape_cpu_seconds"): 1e-9,
+                               ("capacity", "shapes"): ["a=resources=VCPU:1",
+                                                        "b=resources=VCPU:2"]})
+    api = ProviderApi(in_process(app))
+    api.provider("cn1", VCPU=8)
+    first = scrape(app)
+    assert value(first, "placement_capacity_stale_shapes") == 1
+    assert value(first, "placement_capacity_free_slots", shape="a") == 8
+    second = scrape(app)
+    assert value(second, "placement_capacity_free_slots", shape="b") == 4
+    assert value(second, "placement_capacity_free_slots", shape="a") == 8
+
+
+def test_a_bad_shape_stops_the_service(database):
+    with pytest.raises(ValueError, match="bad=resources=VCPU"):
+        build_app(database, {**ENABLED, ("capacity", "shapes"): ["bad=resources=VCPU"]})
+
+
 # -- Two uwsgi worker processes ------------------------------------------------
 
 WORKERS = 2
@@ -280,6 +318,9 @@ def uwsgi_with_metrics(request, tmp_path):
            "OS_PLACEMENT_DATABASE__CONNECTION": f"sqlite:///{database_path}",
            "OS_API__AUTH_STRATEGY": "noauth2",
            "OS_METRICS__ENABLED": "True"}
+    # counted by whichever worker answers the scrape, never summed (a file:
+    # oslo.config reads a multi-valued option's variable as characters)
+    (tmp_path / "placement.conf").write_text("[capacity]\nshapes = one=resources=VCPU:1\n")
     if directory_from == "option":
         env["OS_METRICS__MULTIPROCESS_DIR"] = str(directory)
     else:
@@ -300,6 +341,11 @@ def test_a_scrape_of_either_worker_counts_the_requests_of_both(uwsgi_with_metric
                                   headers=headers, body={"name": "cn1"})
     assert status == 200, body
     provider = json.loads(body)["uuid"]
+    status, _, body = ops.request(
+        server.url + f"/resource_providers/{provider}/inventories", method="PUT",
+        headers=headers, body={"resource_provider_generation": 0,
+                               "inventories": {"VCPU": {"total": 4}}})
+    assert status == 200, body
 
     def fetch(number: int) -> int:
         path = (f"/resource_providers/{provider}" if number % 2
@@ -337,6 +383,7 @@ def test_a_scrape_of_either_worker_counts_the_requests_of_both(uwsgi_with_metric
         assert value(samples, "placement_http_request_duration_seconds_count",
                      route="/resource_providers/{uuid}", method="GET") == sent / 2
         assert value(samples, "placement_allocation_candidates_returned_count") == sent / 2
+        assert value(samples, "placement_capacity_free_slots", shape="one") == 4
         # each process that built the application loaded the copy once, at
         # start-up; the workers that searched then read only the provider
         # created since

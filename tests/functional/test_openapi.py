@@ -240,8 +240,8 @@ def test_exactly_the_extensions_are_marked():
                 if openapi.PLACEMENT_EXTENSION not in operation}
     assert unmarked == original
     assert marked == {(path, method) for path, method, _ in _documented_operations()} - original
-    assert {("/capacity/providers", "get"), ("/allocation_candidates/explain", "get"),
-            ("/openapi.json", "get")} <= marked
+    assert {("/capacity", "get"), ("/capacity/providers", "get"),
+            ("/allocation_candidates/explain", "get"), ("/openapi.json", "get")} <= marked
     placement_apiref = ops.api_reference_module()
     reference = placement_apiref.render_reference()
     for path, method in marked:
@@ -249,3 +249,10 @@ def test_exactly_the_extensions_are_marked():
         section = reference.split(title + "\n" + "-" * len(title), 1)[1]
         assert section.lstrip().startswith(placement_apiref.EXTENSION_NOTE.strip()), title
     assert reference.count(placement_apiref.EXTENSION_NOTE) == 2 * len(marked)
+
+
+@pytest.mark.parametrize("path", ["/capacity", "/capacity/providers"])
+def test_the_capacity_routes_exist_at_every_microversion(path):
+    operation = openapi.document(router.ROUTES)["paths"][path]["get"]
+    assert operation[openapi.EXTENSION]["min"] == str(versions.MIN_VERSION)
+    assert operation[openapi.EXTENSION]["max"] == str(versions.MAX_VERSION)

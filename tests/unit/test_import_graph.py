@@ -22,6 +22,7 @@ WSGI_MODULES = {"placement.middleware", "placement.microversion", "placement.wsg
 WSGI_PACKAGES = ("placement.handlers", "webob", "routes", "keystonemiddleware",
                  "oslo_middleware")
 LOWER_LAYERS = ("placement.schemas", "placement.objects", "placement.candidates",
+                "placement.capacity",
                 "placement.db", "placement.versions", "placement.exceptions")
 
 

@@ -37,9 +37,10 @@ SPEC_RULES = {
     "placement:reshaper:reshape": "rule:service_api",
 }
 # Rules of this service beyond the spec: explaining allocation candidates
-# and the bulk read of every provider's inventories and usages tell about
-# every provider, admin only.
+# and the capacity routes (counting shapes, the bulk read of every
+# provider's inventories and usages) tell about every provider, admin only.
 EXTENSION_RULES = {"placement:allocation_candidates:explain": "rule:admin_api",
+                   "placement:capacity:read": "rule:admin_api",
                    "placement:capacity:providers": "rule:admin_api"}
 ALL_RULES = {**SPEC_RULES, **EXTENSION_RULES}
 

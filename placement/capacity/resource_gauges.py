@@ -41,7 +41,7 @@ GAUGES = {
 }
 
 
-class CapacityCollector:
+class ResourceCollector:
     """A prometheus_client collector of the capacity gauges of ``db``'s
     cloud."""
 
@@ -74,4 +74,4 @@ class CapacityCollector:
 
 def collectors(resource_gauges: bool, db: db_api.Database, aggregate_limit: int) -> list:
     """The collectors of the capacity gauges ``[capacity]`` asks for."""
-    return [CapacityCollector(db, aggregate_limit)] if resource_gauges else []
+    return [ResourceCollector(db, aggregate_limit)] if resource_gauges else []
