@@ -19,12 +19,6 @@ from tests.fixtures.provider_api import ProviderApi, in_process
 
 ETC_COPY = os.path.join(REPO_ROOT, "etc", "placement", "grafana-capacity.json")
 METRIC = re.compile(r"\bplacement_[a-z_]+\b")
-# Metrics of issue 37 that another branch adds (the free slots of the
-# [capacity] shapes): named by the dashboard already. Once the service
-# exports one, the test below says to drop it from here.
-PENDING = {"placement_capacity_free_slots"}
-
-
 def _dashboard() -> dict:
     return json.loads(manage.sample_text("grafana"))
 
@@ -60,8 +54,9 @@ def test_a_dashboard_of_unique_panels():
 def exported(database) -> set[str]:
     """Every metric name a scrape shows, once a request and a claim made
     every kind of series appear (histograms and counters by their
-    families' sample names)."""
-    app = build_app(database, {("metrics", "enabled"): True})
+    families' sample names), with a shape whose free slots are counted."""
+    app = build_app(database, {("metrics", "enabled"): True,
+                               ("capacity", "shapes"): ["small=resources=VCPU:1"]})
     api = ProviderApi(in_process(app))
     provider = api.provider("cn1", VCPU=8)
     api.claim(str(uuid.uuid4()), provider, VCPU=1)
@@ -71,9 +66,7 @@ def exported(database) -> set[str]:
 def test_queries_name_only_exported_metrics(exported):
     named = {name for query in _queries(_dashboard()) for name in METRIC.findall(query)}
     assert {"placement_capacity_total", "placement_capacity_used",
-            "placement_capacity_free"} <= named
-    assert named - PENDING <= exported
-    assert not PENDING & exported, "the service exports it now: drop it from PENDING"
-    assert PENDING <= named
+            "placement_capacity_free", "placement_capacity_free_slots"} <= named
+    assert named <= exported
     for query in _queries(_dashboard()):
         assert METRIC.search(query), query
