@@ -157,7 +157,7 @@ SAMPLES = {
     "config": "placement.conf.sample",
     "policy": "policy.yaml.sample",
     # a Grafana dashboard over the capacity gauges of GET /metrics (also in
-    # etc/placement/, as the issue asked; a test keeps the two equal)
+    # etc/placement/ of a checkout; a test keeps the two equal)
     "grafana": "grafana-capacity.json",
 }
 

@@ -81,9 +81,9 @@ class StaleSnapshot:
         self.stale = stale
         self.transactions: list[sa.engine.Transaction] = []
 
-    def __call__(self, connection, provider_uuids):
+    def __call__(self, connection, *named_and_holding):
         self.transactions.append(connection.get_transaction())
-        providers = self.real(connection, provider_uuids)
+        providers = self.real(connection, *named_and_holding)
         if len(self.transactions) <= self.stale:
             for provider in providers:
                 provider.generation -= 1
