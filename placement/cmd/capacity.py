@@ -15,6 +15,7 @@ from oslo_config import cfg
 from placement import conf as placement_conf
 from placement import exceptions
 from placement.capacity import chart, report
+from placement.cmd import text
 from placement.cmd.manage import database_engine
 from placement.db import api as db_api
 from placement.db import tables
@@ -63,11 +64,11 @@ def render(answer: dict, names: dict[str, str]) -> str:
     rows = [["root", "uuid", "fit", "runs out first"]] + [
         [names.get(root["uuid"]) or "", root["uuid"], str(root["count"]),
          root["binding"] or ""] for root in answer["roots"]]
-    lines += _table(rows)
+    lines += text.aligned(rows)
     lines += ["", "Runs out first: " + ", ".join(
         f"{name} on {roots} roots" for name, roots in answer["binding"].items())]
     if "aggregates" in answer:
-        lines += ["", *_table([["aggregate", "fit"]] + [
+        lines += ["", *text.aligned([["aggregate", "fit"]] + [
             [uuid, str(total)] for uuid, total in answer["aggregates"].items()])]
     if "drain" in answer:
         drain = answer["drain"]
@@ -80,18 +81,9 @@ def render(answer: dict, names: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-            .rstrip() for row in rows]
-
-
 def main(argv: list[str] | None = None) -> int:
-    conf = cfg.ConfigOpts()
-    placement_conf.register_opts(conf)
-    conf.register_cli_opts(CLI_OPTS)
-    conf(sys.argv[1:] if argv is None else argv, project="placement",
-         default_config_files=placement_conf.default_config_files())
+    conf = placement_conf.build_conf(sys.argv[1:] if argv is None else argv,
+                                     cli_opts=CLI_OPTS)
     try:
         answer, names = answer_of(conf)
     except webob.exc.HTTPException as error:

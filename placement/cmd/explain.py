@@ -19,6 +19,8 @@ import urllib.parse
 
 from keystoneauth1 import adapter, exceptions, loading, session
 
+from placement.cmd import text
+
 PATH = "/allocation_candidates/explain"
 
 
@@ -79,13 +81,6 @@ def _error(response) -> str:
 
 # The table ------------------------------------------------------------------
 
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths,
-                                                                          strict=True)).rstrip()
-            for row in rows]
-
-
 def _flow(entered: int, left: int) -> str:
     return f"{entered} -> {left}"
 
@@ -108,7 +103,7 @@ def render(explanation: dict) -> str:
             rows.append([step["constraint"], step["description"],
                          _flow(step["entered"]["providers"], step["left"]["providers"]),
                          _flow(step["entered"]["trees"], step["left"]["trees"]), reasons])
-        lines += _table(rows) if group["steps"] else ["  (no constraint)"]
+        lines += text.aligned(rows, indent="  ") if group["steps"] else ["  (no constraint)"]
         lines.append("")
     lines.append("Trees")
     rows = [["step", "", "trees", "only through sharing"]]
@@ -116,7 +111,7 @@ def render(explanation: dict) -> str:
         sharing = step["only_through_sharing"]
         rows.append([step["constraint"], step["description"], _flow(step["entered"], step["left"]),
                      "" if sharing is None else str(sharing)])
-    lines += _table(rows)
+    lines += text.aligned(rows, indent="  ")
     lines += ["", f"Allocation requests: {explanation['allocation_requests']}"]
     if explanation["providers"]:
         lines += ["", "Providers"]
