@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Sequence
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -386,11 +387,14 @@ def is_explicitly_set(conf: cfg.ConfigOpts, group: str, option: str) -> bool:
     return location is not None and location.location != cfg.Locations.opt_default
 
 
-def build_conf(args: list[str] | None = None, config_files: list[str] | None = None
-               ) -> cfg.ConfigOpts:
-    """A fresh, loaded ConfigOpts: the service keeps no global configuration."""
+def build_conf(args: list[str] | None = None, config_files: list[str] | None = None,
+               cli_opts: Sequence[cfg.Opt] = ()) -> cfg.ConfigOpts:
+    """A fresh, loaded ConfigOpts: the service keeps no global configuration.
+    ``cli_opts``: the command line options of a console script, parsed from
+    ``args`` with the configuration's own (``--config-file``...)."""
     conf = cfg.ConfigOpts()
     register_opts(conf)
+    conf.register_cli_opts(cli_opts)
     conf(
         args if args is not None else [],
         project="placement",

@@ -114,11 +114,8 @@ def choose_auth_strategy(conf: cfg.ConfigOpts) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    conf = cfg.ConfigOpts()
-    placement_conf.register_opts(conf)
-    conf.register_cli_opts(cli_opts)
-    conf(sys.argv[1:] if argv is None else argv, project="placement",
-         default_config_files=placement_conf.default_config_files())
+    conf = placement_conf.build_conf(sys.argv[1:] if argv is None else argv,
+                                     cli_opts=cli_opts)
     logging.setup(conf, "placement")
     placement_conf.warn_of_unused_options(conf)
     choose_auth_strategy(conf)

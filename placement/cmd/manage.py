@@ -211,11 +211,9 @@ def _add_commands(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    conf = cfg.ConfigOpts()
-    placement_conf.register_opts(conf)
-    conf.register_cli_opt(cfg.SubCommandOpt("command", handler=_add_commands))
-    conf(sys.argv[1:] if argv is None else argv, project="placement",
-         default_config_files=placement_conf.default_config_files())
+    conf = placement_conf.build_conf(
+        sys.argv[1:] if argv is None else argv,
+        cli_opts=[cfg.SubCommandOpt("command", handler=_add_commands)])
     placement_conf.warn_of_unused_options(conf)
     return conf.command.func(conf)
 
