@@ -78,6 +78,13 @@ class _Instruments:
         self.provider_cache_loaded = Counter(
             "placement_provider_cache_providers_loaded", "Providers read by refreshes of the "
             "per-process provider copy.", ["kind"])
+        self.usage_mirror_refreshes = Counter(
+            "placement_usage_mirror_refreshes", "Refreshes of the per-process usage "
+            "mirror: full reads and incremental refreshes.", ["kind"])
+        self.usage_mirror_read = Counter(
+            "placement_usage_mirror_providers_read", "Providers whose usages refreshes of "
+            "the per-process usage mirror read (a full read: those with any in use).",
+            ["kind"])
         # (route, method, status) -> the two series of a request. Asking
         # the metrics for them (``labels``) costs as much as updating them;
         # the labels are few (callers keep them so), so is this.
@@ -199,6 +206,15 @@ def count_database_error(kind: str) -> None:
     instruments = _instruments
     if instruments is not None:
         instruments.database_errors.labels(kind).inc()
+
+
+def count_usage_mirror_refresh(kind: str, providers: int) -> None:
+    """``kind``: ``full`` (every usage read again) or ``incremental`` (those
+    of the ``providers`` named by the usage change record)."""
+    instruments = _instruments
+    if instruments is not None:
+        instruments.usage_mirror_refreshes.labels(kind).inc()
+        instruments.usage_mirror_read.labels(kind).inc(providers)
 
 
 def count_provider_cache_refresh(kind: str, providers: int) -> None:

@@ -156,7 +156,7 @@ def _wipe(engine: sa.engine.Engine) -> None:
         connection.execute(tables.resource_providers.update().values(
             root_provider_id=None, parent_provider_id=None))
         for table in reversed(tables.metadata.sorted_tables):
-            if table is tables.provider_change_shards:
+            if table is tables.provider_change_shards or table is tables.usage_change_shards:
                 continue  # standard data, which writers only ever update
             if table is tables.resource_classes or table is tables.traits:
                 connection.execute(table.delete().where(table.c.name.like(custom, escape="\\")))
@@ -164,6 +164,7 @@ def _wipe(engine: sa.engine.Engine) -> None:
                 connection.execute(table.delete())
         # last: the deletes above were recorded as changes (the triggers)
         connection.execute(tables.provider_changes.delete())
+        connection.execute(tables.usage_changes.delete())
     # Puts back a standard row a test may have removed behind the API's back.
     migration.sync_standard_data(engine)
 

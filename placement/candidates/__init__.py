@@ -26,12 +26,15 @@ only those above it):
   traits, aggregates and the indexes the search starts from), an
   immutable ``ProviderCopy`` per moment; ``follower`` reads it from the
   database and brings it up to date from the change record at each
-  request (and in the background), and reads the usages a search needs.
+  request (and in the background).
+- ``usage_mirror``: every provider's usage, an immutable ``Usages``
+  snapshot per moment, which ``follower`` brings up to date from the
+  usage change record beside the copy.
 - ``batches``: a tree's members as the search loads them, and the first
   batches of trees kept between requests.
 - ``copy_world``: ``CopyWorld``, the world of one request made from the
-  provider copy, with this request's usages, read batch by batch as the
-  search goes.
+  provider copy, with the usages of one snapshot of the mirror, taken
+  batch by batch as the search goes.
 - ``answers`` and ``summaries``: what an answer is made of, its allocation
   requests and provider summaries.
 - ``find``: one request: names checked, the copy brought up to date, the
@@ -43,7 +46,7 @@ only those above it):
   counted on the same copy and usages as the search, and why each named
   provider is ruled out.
 - ``inventory_usages``: every provider's inventories from the copy with
-  the usages read per request, for monitoring: what
+  the mirror's usages, for monitoring: what
   ``GET /capacity/providers`` lists and the capacity gauges of
   ``GET /metrics`` add up, per class, for the cloud and each aggregate.
 - ``lists``: provider lists asking for capacity (``GET /resource_providers``
@@ -66,9 +69,11 @@ renamed resource class, ``placement-manage reload``) starts a new
 from a copy's indexes (``ProviderCopy.memo``) lives and dies with them, and
 what is derived from a provider record (``CachedProvider.memo``: search
 records, summaries, a root's members) with that record, which a change of
-the provider replaces. Usages are never kept by the copy:
-they are read per request, and a kept result or answer holds only while
-the usages it was found with are still the database's.
+the provider replaces. Usages are not in the copy: the usage mirror
+follows them alike (``inventories.used`` moves are recorded by triggers
+too, in their own record, so that a claim does not make a new copy), and
+a kept result or answer holds only while the usages it was found with are
+still the mirror's.
 
 Imports run one way: this package uses ``placement.objects`` (inventory,
 resource_class, trait) and ``placement.db``; nothing in

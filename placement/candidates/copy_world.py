@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities, TreeMembers
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.follower import usages
+from placement.candidates.follower import usage_snapshot
 from placement.candidates.kept import (
     BATCH_BYTES,
     MEMBER_BYTES,
@@ -26,6 +26,7 @@ from placement.candidates.kept import (
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider, RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy, random_order
+from placement.candidates.usage_mirror import Usages
 from placement.candidates.world import World
 from placement.objects.inventory import InventoryUsage
 
@@ -157,6 +158,7 @@ class CopyWorld(World):
                                      else frozenset(self._class_names))
         # every usage read so far, in order; those made by reads_again
         self.reads: list[UsageRead] = []
+        self._snapshot: Usages | None = None
         self._read_before: dict[tuple, dict[tuple[int, int], int]] = {}
         # (provider id, class id) -> used, of the providers loaded so far
         self._used: dict[tuple[int, int], int] = {}
@@ -355,9 +357,16 @@ class CopyWorld(World):
         used = (self._read_before.pop(_read_key(provider_ids, class_ids), None)
                 if self._read_before else None)
         if used is None:
-            used = usages(self._connection, provider_ids, class_ids)
+            used = self._usages().of(provider_ids, class_ids)
         self.reads.append((provider_ids, class_ids, used))
         return used
+
+    def _usages(self) -> Usages:
+        """The usages this request reads: one snapshot of the process's
+        mirror, taken at the first read."""
+        if self._snapshot is None:
+            self._snapshot = usage_snapshot(self._connection)
+        return self._snapshot
 
     def reads_again(self, reads: list[UsageRead]) -> bool:
         """Make ``reads`` (another request's, in their order) again: do
@@ -365,8 +374,8 @@ class CopyWorld(World):
         in that order whatever the usages, so that what was read here
         before a read differed serves the search (``_read``)."""
         for provider_ids, class_ids, used in reads:
-            now = self._read_before[_read_key(provider_ids, class_ids)] = usages(
-                self._connection, provider_ids, class_ids)
+            now = self._read_before[_read_key(provider_ids, class_ids)] = self._usages().of(
+                provider_ids, class_ids)
             if now != used:
                 return False
         return True

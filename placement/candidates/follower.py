@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 from oslo_log import log as logging
@@ -25,6 +25,7 @@ from oslo_log import log as logging
 from placement import metrics
 from placement.candidates.kept import KEPT_CAPACITY, MEMO_BYTES_PER_PROVIDER, KeptStore
 from placement.candidates.provider_copy import EMPTY, CachedProvider, ProviderCopy
+from placement.candidates.usage_mirror import UsageMirror, Usages
 from placement.db import api as db_api
 from placement.db import provider_changes, tables
 from placement.objects.inventory import InventoryUsage
@@ -38,72 +39,32 @@ _rp_trait = tables.resource_provider_traits
 _agg = tables.placement_aggregates
 _rp_agg = tables.resource_provider_aggregates
 
-# Ids per IN (...) list: well below every backend's limit on bound parameters.
-CHUNK = 500
-
-
-def chunks(ids: Iterable, size: int = CHUNK) -> Iterator[list]:
-    ids = sorted(ids)
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
-
-
 def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     """``column IN (ids)`` with one expanding parameter: in_() of a list
     coerces every element, which costs milliseconds for long lists."""
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
-def _usage_statement(provider_ids: int = 0, class_ids: int = 0) -> sa.Select:
-    """The usages of the inventories in use, for lists of ``provider_ids``
-    and ``class_ids`` of these sizes (0: any provider, any class)."""
-    conditions = [_inv.c.used != 0]
-    if provider_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_provider_id, "provider_ids",
-                                          provider_ids))
-    if class_ids:
-        conditions.append(db_api.bound_in(_inv.c.resource_class_id, "class_ids", class_ids))
-    return sa.select(_inv.c.resource_provider_id, _inv.c.resource_class_id,
-                     _inv.c.used).where(*conditions)
-
-
-_USAGES = db_api.SizedStatement(_usage_statement)
-
-
-def every_usage(connection: sa.engine.Connection, class_ids: list[int] | None
-                ) -> list[tuple[int, int, int]]:
-    """(provider id, class id, amount allocated) of every provider, for
-    these classes (None: all of them), where any is."""
-    return _USAGES.driver_rows(connection, **(
-        {} if class_ids is None else {"class_ids": class_ids}))
+def usage_snapshot(connection: sa.engine.Connection) -> Usages:
+    """This process's usages of ``connection``'s database, as its
+    transaction sees them or newer (``usage_mirror``): one snapshot serves
+    a whole request."""
+    return _cache_of(connection.engine).usages.current(connection)
 
 
 def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
     and classes (None: all of them), where any is."""
-    if provider_ids is None:
-        return {(provider_id, class_id): amount
-                for provider_id, class_id, amount in every_usage(connection, class_ids)}
-    # Named providers: their few rows of other classes are dropped here,
-    # which costs less than a second IN list (every provider's index
-    # entries probed once per class).
-    wanted = None if class_ids is None else set(class_ids)
-    used = {}
-    for chunk in chunks(provider_ids):
-        used.update({(provider_id, class_id): amount
-                     for provider_id, class_id, amount in _USAGES.driver_rows(
-                         connection, provider_ids=chunk)
-                     if wanted is None or class_id in wanted})
-    return used
-
+    return usage_snapshot(connection).of(provider_ids, class_ids)
 
 
 def _load(connection: sa.engine.Connection, ids: Iterable[int] | None
           ) -> dict[int, CachedProvider]:
     """The providers ``ids`` that exist (None: all of them), with their
     inventories, traits and aggregates."""
-    conditions = [sa.true()] if ids is None else [among(_rp.c.id, chunk) for chunk in chunks(ids)]
+    conditions = ([sa.true()] if ids is None
+                  else [among(_rp.c.id, chunk) for chunk in db_api.chunks(ids)])
     rows: list[tuple] = []
     inventories: dict[int, dict[int, InventoryUsage]] = defaultdict(dict)
     traits: dict[int, list[str]] = defaultdict(list)
@@ -154,6 +115,7 @@ class Follower:
         # one refresh at a time: concurrent requests would load the same rows
         self._lock = threading.Lock()
         self._kept_capacity = KEPT_CAPACITY
+        self.usages = UsageMirror()
 
     def current_total(self) -> int:
         """The change total the copy is as new as (-1: never read)."""
@@ -256,7 +218,9 @@ def _follow(engine_ref: weakref.ref[sa.engine.Engine], interval: float) -> None:
             return  # the engine is gone, or this thread was left behind by a fork
         try:
             with engine.connect() as connection:
-                _cache_of(engine).current(connection)
+                cache = _cache_of(engine)
+                cache.current(connection)
+                cache.usages.current(connection)
             failing = False
         except Exception as error:  # the database away: requests will say so
             if not failing:

@@ -13,12 +13,13 @@ import sqlalchemy as sa
 
 from placement import exceptions
 from placement.candidates import find
-from placement.candidates.follower import among, chunks
+from placement.candidates.follower import among
 from placement.candidates.model import RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy
 from placement.capacity.simulate import SimulatedWorld, one_at_a_time
 from placement.capacity.tables import class_table, free_slots
 from placement.capacity.usages import Usages
+from placement.db import api as db_api
 from placement.db import tables
 
 _alloc = tables.allocations
@@ -71,7 +72,7 @@ def _consumers_on(connection: sa.engine.Connection, drained: frozenset[int]
                   ) -> dict[str, dict[str, int]]:
     """Consumer uuid -> what it has on the drained providers, by class."""
     on: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for ids in chunks(drained):
+    for ids in db_api.chunks(drained):
         rows = connection.execute(
             sa.select(_alloc.c.consumer_id, _rc.c.name, _alloc.c.used)
             .join(_rc, _rc.c.id == _alloc.c.resource_class_id)

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -458,6 +458,17 @@ def wait_until_reachable(engine: sa.engine.Engine, attempts: int, interval: floa
                         "unlimited" if attempts < 0 else attempts, interval, summary(error))
             time.sleep(interval)
             attempt += 1
+
+
+# Ids per IN (...) list: well below every backend's limit on bound parameters.
+CHUNK = 500
+
+
+def chunks(ids: Iterable, size: int = CHUNK) -> Iterator[list]:
+    """``ids`` sorted, in lists of at most ``size``."""
+    ids = sorted(ids)
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
 
 
 def bound_in(column: sa.ColumnElement, name: str, size: int) -> sa.ColumnElement[bool]:

@@ -524,7 +524,7 @@ def _insert_missing(engine: sa.engine.Engine, table: sa.Table, rows: list[dict],
 
 def sync_standard_data(engine: sa.engine.Engine) -> None:
     """Every standard resource class (id = its index), standard trait and
-    provider change shard (the reload shard included)."""
+    provider and usage change shard (the reload shards included)."""
     _insert_missing(
         engine,
         tables.resource_classes,
@@ -533,9 +533,15 @@ def sync_standard_data(engine: sa.engine.Engine) -> None:
     _insert_missing(
         engine, tables.traits, [{"name": name} for name in sorted(os_traits.get_traits())]
     )
-    # the counters of provider changes (placement.db.provider_changes),
-    # which writers only ever update
-    _insert_missing(engine, tables.provider_change_shards,
-                    [{"shard": shard, "version": 0}
-                     for shard in range(provider_changes.RELOAD_SHARD + 1)],
-                    key="shard")
+    # the counters of provider and usage changes (placement.db.provider_changes),
+    # which writers only ever update (of those a schema of an older
+    # revision has)
+    with engine.connect() as connection:
+        schema = sa.inspect(connection)
+        records = [record for record in (provider_changes.PROVIDERS, provider_changes.USAGES)
+                   if schema.has_table(record.shards.name)]
+    for record in records:
+        _insert_missing(engine, record.shards,
+                        [{"shard": shard, "version": 0}
+                         for shard in range(provider_changes.RELOAD_SHARD + 1)],
+                        key="shard")

@@ -25,10 +25,18 @@ reloads everything. So does every reader when the counter of
 ``RELOAD_SHARD``, which has no changes of its own, moves: a resource class
 renamed (kept summaries name classes), or ``placement-manage reload`` after
 a restore or any other change made without the triggers.
+
+``USAGES`` is a second record of the same making (its own tables): the
+providers whose usage moved (an inventory's ``used``, which the triggers of
+the allocation rows keep), which every process's usage mirror
+(``placement.candidates.usage_mirror``) follows instead of reading usages
+at each request. The functions below take the record to read (the
+providers' by default); ``request_reload`` moves both reload counters.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -42,8 +50,22 @@ SHARDS = 256
 KEPT = 256
 RELOAD_SHARD = SHARDS
 
-_shards = tables.provider_change_shards
-_changes = tables.provider_changes
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChangeRecord:
+    """A record of changes: a counter per shard, the last changes of each."""
+
+    shards: sa.Table
+    changes: sa.Table
+
+    def total_statement(self) -> sa.Select:
+        return sa.select(sa.func.coalesce(sa.func.sum(self.shards.c.version), 0))
+
+
+PROVIDERS = ChangeRecord(tables.provider_change_shards, tables.provider_changes)
+USAGES = ChangeRecord(tables.usage_change_shards, tables.usage_changes)
+# built once: every request reads a total
+_TOTALS = {record: record.total_statement() for record in (PROVIDERS, USAGES)}
 
 
 def shard_of(provider_id: int) -> int:
@@ -53,43 +75,45 @@ def shard_of(provider_id: int) -> int:
 
 
 def request_reload(connection: sa.engine.Connection) -> None:
-    """Make every process reload its whole copy at its next request. The
-    counter jumps to the current time in microseconds: the sum of the
-    versions then differs from any a process saw before, even one that saw
-    a database later restored from an older backup."""
+    """Make every process reload its whole copy and usage mirror at its
+    next request. Each record's reload counter jumps to the current time in
+    microseconds: the sum of the versions then differs from any a process
+    saw before, even one that saw a database later restored from an older
+    backup."""
     now = int(time.time() * 1_000_000)
-    version = connection.scalar(sa.select(_shards.c.version)
-                                .where(_shards.c.shard == RELOAD_SHARD).with_for_update())
-    if version is None:
-        connection.execute(sa.insert(_shards).values(shard=RELOAD_SHARD, version=now))
-    else:
-        connection.execute(sa.update(_shards).where(_shards.c.shard == RELOAD_SHARD)
-                           .values(version=max(now, version + 1)))
+    for record in (PROVIDERS, USAGES):
+        shards = record.shards
+        version = connection.scalar(sa.select(shards.c.version)
+                                    .where(shards.c.shard == RELOAD_SHARD).with_for_update())
+        if version is None:
+            connection.execute(sa.insert(shards).values(shard=RELOAD_SHARD, version=now))
+        else:
+            connection.execute(sa.update(shards).where(shards.c.shard == RELOAD_SHARD)
+                               .values(version=max(now, version + 1)))
 
 
 # -- Reading -----------------------------------------------------------------
 
-_TOTAL = sa.select(sa.func.coalesce(sa.func.sum(_shards.c.version), 0))
-_VERSIONS = sa.select(_shards.c.shard, _shards.c.version)
-
-
-def total(connection: sa.engine.Connection) -> int:
+def total(connection: sa.engine.Connection, record: ChangeRecord = PROVIDERS) -> int:
     """The sum of every shard's version: versions only grow, so two
     snapshots of the database with the same total have the same versions
     (one snapshot is never ahead in one shard and behind in another)."""
     # int(): SUM is a DECIMAL on MySQL. The driver's own row: every
     # candidates request asks, and SQLAlchemy's result costs more than the
     # database's sum.
-    return int(db_api.driver_rows(connection, _TOTAL, {})[0][0])
+    return int(db_api.driver_rows(connection, _TOTALS[record], {})[0][0])
 
 
-def versions(connection: sa.engine.Connection) -> dict[int, int]:
+def versions(connection: sa.engine.Connection, record: ChangeRecord = PROVIDERS
+             ) -> dict[int, int]:
     """Shard -> version."""
-    return {shard: version for shard, version in connection.execute(_VERSIONS)}
+    shards = record.shards
+    return {shard: version
+            for shard, version in connection.execute(sa.select(shards.c.shard, shards.c.version))}
 
 
 def changed_since(connection: sa.engine.Connection, seen: Mapping[int, int],
-                  now: Mapping[int, int]) -> set[int] | None:
+                  now: Mapping[int, int], record: ChangeRecord = PROVIDERS) -> set[int] | None:
     """The providers changed between the versions ``seen`` and ``now`` (of
     this transaction); None when some of those changes are no longer kept."""
     if any(version < seen.get(shard, 0) for shard, version in now.items()):
@@ -100,10 +124,11 @@ def changed_since(connection: sa.engine.Connection, seen: Mapping[int, int],
         return set()
     changed: set[int] = set()
     found: dict[int, int] = defaultdict(int)
+    changes = record.changes
     rows = connection.execute(
-        sa.select(_changes.c.shard, _changes.c.version, _changes.c.resource_provider_id)
-        .where(_changes.c.shard.in_(sorted(behind)),
-               _changes.c.version > min(behind.values())))
+        sa.select(changes.c.shard, changes.c.version, changes.c.resource_provider_id)
+        .where(changes.c.shard.in_(sorted(behind)),
+               changes.c.version > min(behind.values())))
     for shard, version, provider_id in rows:
         if behind[shard] < version <= now[shard]:
             changed.add(provider_id)

@@ -205,6 +205,25 @@ provider_changes = sa.Table(
     **MYSQL_TABLE_OPTIONS,
 )
 
+# What provider copies' usage mirrors follow (placement.db.provider_changes,
+# USAGES): the same kind of record, for the providers whose usage moved.
+usage_change_shards = sa.Table(
+    "usage_change_shards",
+    metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+usage_changes = sa.Table(
+    "usage_changes",
+    metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+
 # Inventories a write may leave over capacity, in its own transaction only
 # (placement.db.triggers): an allocation write checked to make an
 # inventory already over capacity no worse names the usage it may leave

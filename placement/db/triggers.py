@@ -7,7 +7,9 @@ relies on both being right at every commit:
   capacity checks and usages read instead of summing allocations;
 - the provider change record (``placement.db.provider_changes``): which
   providers changed what they *are* (the provider row, its inventories,
-  traits and aggregates), which every process's provider copy follows.
+  traits and aggregates), which every process's provider copy follows;
+  and the usage change record beside it: which providers' ``used`` moved,
+  which every process's usage mirror follows.
 
 And one invariant: no allocation row may take an inventory's usage past
 its capacity, ``(total - reserved) * allocation_ratio``. The triggers that
@@ -82,6 +84,20 @@ class Trigger:
     # where the backend can (MySQL, PostgreSQL), the body is instead this
     # value given to NEW.used before the INSERT
     new_used: str | None = None
+    # an SQL condition on the row: the body runs only when it holds
+    when: str | None = None
+
+    def conditions(self, changed: str, joined: str) -> list[str]:
+        """The conditions of the body: one of ``columns`` changed (each
+        compared by ``changed``, a format of the column, joined with
+        ``joined``), and ``when``."""
+        conditions = []
+        if self.columns:
+            conditions.append("(" + f" {joined} ".join(
+                changed.format(column=column) for column in self.columns) + ")")
+        if self.when:
+            conditions.append(f"({self.when})")
+        return conditions
 
 
 def _add_usage(row: str, sign: str) -> str:
@@ -129,21 +145,41 @@ def refused_over_capacity(error: BaseException) -> bool:
     return CAPACITY_REFUSAL in str(error)
 
 
-def _record_change(provider: str, dialect: str, condition: str = "TRUE") -> str:
-    """Name ``provider`` (an expression) in its shard's record: the shard's
+def _record_change(provider: str, dialect: str, condition: str = "TRUE",
+                   record: str = "provider") -> str:
+    """Name ``provider`` (an expression) in its shard's ``record`` (the
+    tables ``<record>_change_shards`` and ``<record>_changes``): the shard's
     counter moves on (its row stays locked until COMMIT, so versions commit
     in order), the change is kept under the new version, and the shard keeps
     only its last KEPT changes. Nothing when ``condition`` is false."""
     # SQLite has no MOD() everywhere; a driver may read % as a placeholder
     shard = f"({provider} % {SHARDS})" if dialect == "sqlite" else f"MOD({provider}, {SHARDS})"
+    shards, changes = f"{record}_change_shards", f"{record}_changes"
     return (
-        "UPDATE provider_change_shards SET version = version + 1 "
+        f"UPDATE {shards} SET version = version + 1 "
         f"WHERE shard = {shard} AND {condition}; "
-        "INSERT INTO provider_changes (shard, version, resource_provider_id) "
-        f"SELECT shard, version, {provider} FROM provider_change_shards "
+        f"INSERT INTO {changes} (shard, version, resource_provider_id) "
+        f"SELECT shard, version, {provider} FROM {shards} "
         f"WHERE shard = {shard} AND {condition}; "
-        f"DELETE FROM provider_changes WHERE shard = {shard} AND version <= "
-        f"(SELECT version - {KEPT} FROM provider_change_shards WHERE shard = {shard});")
+        f"DELETE FROM {changes} WHERE shard = {shard} AND version <= "
+        f"(SELECT version - {KEPT} FROM {shards} WHERE shard = {shard});")
+
+
+def _usage_triggers(dialect: str) -> list[Trigger]:
+    """The usage change record: an inventory whose ``used`` moves (the
+    allocation triggers above, an operator's SQL), or that comes or goes
+    while in use, names its provider."""
+    new, old = "NEW.resource_provider_id", "OLD.resource_provider_id"
+    return [
+        Trigger("usage_inserted", "INSERT", "inventories",
+                _record_change(new, dialect, record="usage"), when="NEW.used <> 0"),
+        Trigger("usage_deleted", "DELETE", "inventories",
+                _record_change(old, dialect, record="usage"), when="OLD.used <> 0"),
+        Trigger("usage_updated", "UPDATE", "inventories",
+                _record_change(new, dialect, record="usage") + " "
+                + _record_change(old, dialect, condition=f"{old} <> {new}", record="usage"),
+                ("used", "resource_provider_id", "resource_class_id")),
+    ]
 
 
 def triggers(dialect: str) -> list[Trigger]:
@@ -168,6 +204,7 @@ def triggers(dialect: str) -> list[Trigger]:
                 f"UPDATE provider_change_shards SET version = version + 1 "
                 f"WHERE shard = {RELOAD_SHARD};", ("name",)),
     ]
+    result += _usage_triggers(dialect)
     for table, (name, provider_column, columns) in _WATCHED.items():
         new, old = f"NEW.{provider_column}", f"OLD.{provider_column}"
         result += [
@@ -183,8 +220,8 @@ def triggers(dialect: str) -> list[Trigger]:
 
 
 def _sqlite(trigger: Trigger) -> list[str]:
-    when = (" WHEN " + " OR ".join(f"OLD.{column} IS NOT NEW.{column}"
-                                    for column in trigger.columns)) if trigger.columns else ""
+    conditions = trigger.conditions("OLD.{column} IS NOT NEW.{column}", "OR")
+    when = (" WHEN " + " AND ".join(conditions)) if conditions else ""
     return [f"CREATE TRIGGER {PREFIX}{trigger.name} AFTER {trigger.event} ON {trigger.table} "
             f"FOR EACH ROW{when} BEGIN {trigger.body} END"]
 
@@ -195,9 +232,9 @@ def _mysql(trigger: Trigger) -> list[str]:
         # MySQL cannot update the table whose trigger runs: set the new row
         return [f"CREATE TRIGGER {PREFIX}{trigger.name} BEFORE INSERT ON {trigger.table} "
                 f"FOR EACH ROW SET NEW.used = {trigger.new_used}"]
-    if trigger.columns:  # MySQL triggers have no WHEN
-        unchanged = " AND ".join(f"OLD.{column} <=> NEW.{column}" for column in trigger.columns)
-        body = f"IF NOT ({unchanged}) THEN {body} END IF;"
+    conditions = trigger.conditions("NOT (OLD.{column} <=> NEW.{column})", "OR")
+    if conditions:  # MySQL triggers have no WHEN
+        body = f"IF {' AND '.join(conditions)} THEN {body} END IF;"
     return [f"CREATE TRIGGER {PREFIX}{trigger.name} AFTER {trigger.event} ON {trigger.table} "
             f"FOR EACH ROW BEGIN {body} END"]
 
@@ -207,9 +244,8 @@ def _postgresql(trigger: Trigger) -> list[str]:
     timing, body, result = "AFTER", trigger.body, "NULL"
     if trigger.new_used:
         timing, body, result = "BEFORE", f"NEW.used := {trigger.new_used};", "NEW"
-    when = (" WHEN (" + " OR ".join(f"OLD.{column} IS DISTINCT FROM NEW.{column}"
-                                    for column in trigger.columns) + ")"
-            ) if trigger.columns else ""
+    conditions = trigger.conditions("OLD.{column} IS DISTINCT FROM NEW.{column}", "OR")
+    when = (" WHEN (" + " AND ".join(conditions) + ")") if conditions else ""
     return [
         f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS "
         f"$$ BEGIN {body} RETURN {result}; END $$",

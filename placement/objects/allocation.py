@@ -25,7 +25,7 @@ from placement import exceptions, metrics
 from placement.db import api as db_api
 from placement.db import tables, triggers
 from placement.objects import consumer as consumer_obj
-from placement.objects import resource_class, resource_provider
+from placement.objects import resource_class, resource_provider, write_locks
 from placement.objects.generation import Generational, compare_and_swap
 from placement.objects.inventory import InventoryUsage
 
@@ -215,7 +215,7 @@ def delete_for_consumer(connection: sa.engine.Connection, consumer_uuid: str) ->
     parameters = {"consumer_uuid": consumer_uuid}
     # the triggers of the deleted rows update these inventories: locked
     # first, in the order every allocation writer takes them
-    _lock_inventories(connection, [], [consumer_uuid])
+    write_locks.lock_inventories(connection, [], [consumer_uuid])
     _, rows = _held(connection, [consumer_uuid])
     if not rows:
         raise exceptions.NotFound(f"No allocations for consumer '{consumer_uuid}'")
@@ -281,28 +281,15 @@ class PreparedWrite:
     providers: dict[str, _Provider]
 
 
-def _changed_providers(provider_column: sa.ColumnElement, named: int, consumers: int
-                       ) -> sa.ColumnElement[bool]:
-    """``provider_column`` (a provider id) is a provider a write changes:
-    one of the ``named`` uuids, or one on which the ``consumers`` (uuids)
-    hold allocations, which the write deletes. (The sizes of the two IN
-    lists, for SizedStatement.) One statement locks both kinds, in id
-    order, so that allocation writers do not deadlock each other."""
-    return sa.or_(
-        provider_column.in_(sa.select(_rp.c.id).where(db_api.bound_in(_rp.c.uuid, "uuids", named))),
-        provider_column.in_(sa.select(_allocation.c.resource_provider_id).where(
-            db_api.bound_in(_allocation.c.consumer_id, "consumer_uuids", consumers))))
-
-
 _LOCK_PROVIDERS = db_api.SizedStatement(lambda uuids, consumer_uuids: (
     sa.select(_rp.c.id, _rp.c.uuid, _rp.c.generation)
-    .where(_changed_providers(_rp.c.id, uuids, consumer_uuids))
+    .where(write_locks.changed_providers(_rp.c.id, uuids, consumer_uuids))
     .order_by(_rp.c.id).with_for_update()))
 
 
 def _providers(connection: sa.engine.Connection, provider_uuids: list[str],
                consumer_uuids: list[str]) -> list[_Provider]:
-    """Lock the providers of the write (``_changed_providers``) and read
+    """Lock the providers of the write (``write_locks.changed_providers``) and read
     them: wait for their concurrent writers and keep new ones out until we
     commit. Done before anything else is read (but the lock of their
     inventories): on PostgreSQL (READ COMMITTED) every later read, and on
@@ -317,31 +304,6 @@ def _providers(connection: sa.engine.Connection, provider_uuids: list[str],
         *_LOCK_PROVIDERS(uuids=provider_uuids, consumer_uuids=consumer_uuids))]
 
 
-# The inventories of the providers of a write, locked in id order (the
-# providers themselves are not: rows a subquery reads are not locked).
-_LOCK_INVENTORIES = db_api.SizedStatement(lambda uuids, consumer_uuids: (
-    sa.select(_inventory.c.id)
-    .where(_changed_providers(_inventory.c.resource_provider_id, uuids, consumer_uuids))
-    .order_by(_inventory.c.id).with_for_update()))
-
-
-def _lock_inventories(connection: sa.engine.Connection, provider_uuids: list[str],
-                      consumer_uuids: list[str]) -> None:
-    """Lock the inventories of the providers of a write (those named in
-    ``provider_uuids``, and those ``consumer_uuids`` hold allocations on,
-    whose usage the deletion of those allocations changes) before the
-    providers: the order in which every writer of allocations takes them,
-    the original service too (the triggers of its allocation rows update
-    the inventories' usage, then it moves the provider's generation). In
-    the other order, a claim of ours and one of the original's on the same
-    provider deadlock during a rolling switch, and the original answers
-    500; and a release whose triggers lock the inventories of what it
-    deletes only when it deletes them deadlocks with the claims on those
-    providers."""
-    connection.execute(*_LOCK_INVENTORIES(uuids=provider_uuids,
-                                          consumer_uuids=consumer_uuids))
-
-
 def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations]
             ) -> PreparedWrite:
     """The providers named and those the consumers hold allocations on
@@ -350,7 +312,7 @@ def prepare(connection: sa.engine.Connection, requests: list[ConsumerAllocations
     every provider named."""
     named = list(dict.fromkeys(uuid for request in requests for uuid in request.allocations))
     consumer_uuids = [request.consumer_uuid for request in requests]
-    _lock_inventories(connection, named, consumer_uuids)
+    write_locks.lock_inventories(connection, named, consumer_uuids)
     providers = {provider.uuid: provider
                  for provider in _providers(connection, named, consumer_uuids)}
     consumers = consumer_obj.prepare(connection, requests)

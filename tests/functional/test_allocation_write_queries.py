@@ -96,13 +96,15 @@ def test_statements_do_not_grow_with_consumers_cleared(database):
 
 def test_named_providers_are_locked_before_anything_is_read(database):
     """The write first locks the inventories of the providers it names,
-    then the providers (FOR UPDATE, each in id order): the order in which
-    the original service's writes take them too (no deadlock between the
-    two during a rolling switch), and on PostgreSQL and MySQL what it
-    reads afterwards includes every concurrent writer of those providers
-    that committed while it waited. The providers are not locked by the
-    first statement, whose subquery reads them. SQLite does not render
-    FOR UPDATE, so the statements are compiled for PostgreSQL here."""
+    then (but on SQLite, whose writers hold the database lock) the
+    counters of their usage changes in shard order, then the providers
+    (FOR UPDATE, each in id order): the order in which the original
+    service's writes take them too (no deadlock between the two during a
+    rolling switch), and on PostgreSQL and MySQL what it reads afterwards
+    includes every concurrent writer of those providers that committed
+    while it waited. The providers are not locked by the first statement,
+    whose subquery reads them. SQLite does not render FOR UPDATE, so the
+    statements are compiled for PostgreSQL here."""
     _create_owner(database)
     statements: list = []
 
@@ -116,12 +118,18 @@ def test_named_providers_are_locked_before_anything_is_read(database):
     finally:
         sa.event.remove(database.engine, "before_execute", record)
 
-    first, second = (str(statement.compile(dialect=postgresql.dialect()))
-                     for statement in statements[:2])
-    assert first.startswith("SELECT inventories.id")
-    assert first.endswith("ORDER BY inventories.id FOR UPDATE")
-    assert second.startswith("SELECT resource_providers.id")
-    assert second.endswith("ORDER BY resource_providers.id FOR UPDATE")
+    locks = [str(statement.compile(dialect=postgresql.dialect()))
+             for statement in statements[:3]]
+    inventories = locks.pop(0)
+    assert inventories.startswith("SELECT inventories.resource_provider_id")
+    assert inventories.endswith("ORDER BY inventories.id FOR UPDATE")
+    if database.engine.dialect.name != "sqlite":
+        usage_shards = locks.pop(0)
+        assert usage_shards.startswith("SELECT usage_change_shards.shard")
+        assert usage_shards.endswith("ORDER BY usage_change_shards.shard FOR UPDATE")
+    providers = locks.pop(0)
+    assert providers.startswith("SELECT resource_providers.id")
+    assert providers.endswith("ORDER BY resource_providers.id FOR UPDATE")
 
 
 @pytest.mark.parametrize("with_record", [True, False], ids=["consumer", "legacy rows"])

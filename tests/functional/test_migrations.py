@@ -53,7 +53,7 @@ def test_a_fresh_database_holds_only_the_standard_data(backend):
                     assert _count(connection, table) == len(os_resource_classes.STANDARDS)
                 elif table is tables.traits:
                     assert _count(connection, table) == len(os_traits.get_traits())
-                elif table is tables.provider_change_shards:
+                elif table is tables.provider_change_shards or table is tables.usage_change_shards:
                     assert _count(connection, table) == provider_changes.RELOAD_SHARD + 1
                 else:
                     assert _count(connection, table) == 0, table.name
