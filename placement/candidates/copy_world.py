@@ -11,11 +11,8 @@ import itertools
 import weakref
 from collections.abc import Callable, Collection, Container, Iterator
 
-import sqlalchemy as sa
-
 from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities, TreeMembers
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.follower import usage_snapshot
 from placement.candidates.kept import (
     BATCH_BYTES,
     MEMBER_BYTES,
@@ -127,10 +124,10 @@ class CopyWorld(World):
     same_subtree, so whole trees are taken only when the request has those.
     """
 
-    def __init__(self, connection: sa.engine.Connection, copy: ProviderCopy,
-                 groups: list[RequestGroup], options: SearchOptions, class_ids: dict[str, int]):
-        self._connection = connection
+    def __init__(self, copy: ProviderCopy, usages: Usages, groups: list[RequestGroup],
+                 options: SearchOptions, class_ids: dict[str, int]):
         self._copy = copy
+        self._usages = usages  # of the mirror, as new as the copy or newer
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
         self._whole_trees = bool(options.same_subtree) or not all(
             group.resources for group in groups)
@@ -158,7 +155,6 @@ class CopyWorld(World):
                                      else frozenset(self._class_names))
         # every usage read so far, in order; those made by reads_again
         self.reads: list[UsageRead] = []
-        self._snapshot: Usages | None = None
         self._read_before: dict[tuple, dict[tuple[int, int], int]] = {}
         # (provider id, class id) -> used, of the providers loaded so far
         self._used: dict[tuple[int, int], int] = {}
@@ -357,16 +353,9 @@ class CopyWorld(World):
         used = (self._read_before.pop(_read_key(provider_ids, class_ids), None)
                 if self._read_before else None)
         if used is None:
-            used = self._usages().of(provider_ids, class_ids)
+            used = self._usages.of(provider_ids, class_ids)
         self.reads.append((provider_ids, class_ids, used))
         return used
-
-    def _usages(self) -> Usages:
-        """The usages this request reads: one snapshot of the process's
-        mirror, taken at the first read."""
-        if self._snapshot is None:
-            self._snapshot = usage_snapshot(self._connection)
-        return self._snapshot
 
     def reads_again(self, reads: list[UsageRead]) -> bool:
         """Make ``reads`` (another request's, in their order) again: do
@@ -374,7 +363,7 @@ class CopyWorld(World):
         in that order whatever the usages, so that what was read here
         before a read differed serves the search (``_read``)."""
         for provider_ids, class_ids, used in reads:
-            now = self._read_before[_read_key(provider_ids, class_ids)] = self._usages().of(
+            now = self._read_before[_read_key(provider_ids, class_ids)] = self._usages.of(
                 provider_ids, class_ids)
             if now != used:
                 return False

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from placement import exceptions, metrics
 from placement.candidates.answers import Candidates, allocation_requests
 from placement.candidates.copy_world import CopyWorld, UsageRead
-from placement.candidates.follower import current
+from placement.candidates.follower import current_with_usages
 from placement.candidates.kept import LISTED_BYTES, REQUEST_BYTES, kept_bytes
 from placement.candidates.memo import Key
 from placement.candidates.model import RequestGroup, SearchOptions
@@ -50,7 +50,7 @@ def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(
             f"Invalid resource class in resources parameter: {error}") from None
-    copy = current(connection)
+    copy, usages = current_with_usages(connection)
     # A trait some provider of the copy has exists (a trait in use cannot
     # be deleted, and the copy is as new as this transaction or newer):
     # only the others are looked up.
@@ -60,7 +60,7 @@ def prepare(connection: sa.engine.Connection, groups: list[RequestGroup],
         trait.ids_from_names(connection, trait_names)
     except exceptions.NotFound as error:
         raise exceptions.InvalidInput(str(error)) from None
-    world = CopyWorld(connection, copy, groups, options, class_ids)
+    world = CopyWorld(copy, usages, groups, options, class_ids)
     return Prepared(copy, world, class_ids)
 
 

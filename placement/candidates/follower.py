@@ -45,18 +45,22 @@ def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     return column.in_(sa.bindparam(None, ids, type_=column.type, expanding=True))
 
 
-def usage_snapshot(connection: sa.engine.Connection) -> Usages:
-    """This process's usages of ``connection``'s database, as its
-    transaction sees them or newer (``usage_mirror``): one snapshot serves
-    a whole request."""
-    return _cache_of(connection.engine).usages.current(connection)
-
-
 def usages(connection: sa.engine.Connection, provider_ids: list[int] | None,
            class_ids: list[int] | None) -> dict[tuple[int, int], int]:
     """(provider id, class id) -> amount allocated, for these providers
-    and classes (None: all of them), where any is."""
-    return usage_snapshot(connection).of(provider_ids, class_ids)
+    and classes (None: all of them), where any is: from this process's
+    usage mirror, as ``connection``'s transaction sees them or newer."""
+    return _cache_of(connection.engine).usages.current(connection).of(provider_ids, class_ids)
+
+
+def current_with_usages(connection: sa.engine.Connection) -> tuple[ProviderCopy, Usages]:
+    """``current`` and a snapshot of the usage mirror, both as
+    ``connection``'s transaction sees them or newer (one snapshot serves
+    a whole search), their change totals read at once."""
+    provider_total, usage_total = provider_changes.totals(connection)
+    cache = _cache_of(connection.engine)
+    return cache.current(connection, provider_total), cache.usages.current(connection,
+                                                                            usage_total)
 
 
 def _load(connection: sa.engine.Connection, ids: Iterable[int] | None

@@ -130,9 +130,12 @@ class UsageMirror:
         # one refresh at a time: concurrent requests would read the same rows
         self._lock = threading.Lock()
 
-    def current(self, connection: sa.engine.Connection) -> Usages:
-        """The usages as ``connection``'s transaction sees them, or newer."""
-        total = provider_changes.total(connection, provider_changes.USAGES)
+    def current(self, connection: sa.engine.Connection, total: int | None = None) -> Usages:
+        """The usages as ``connection``'s transaction sees them, or newer;
+        ``total``: the usage record's total as the caller already read it
+        in that transaction."""
+        if total is None:
+            total = provider_changes.total(connection, provider_changes.USAGES)
         state = self._state
         if total <= state.total:
             return state.usages

@@ -66,6 +66,7 @@ PROVIDERS = ChangeRecord(tables.provider_change_shards, tables.provider_changes)
 USAGES = ChangeRecord(tables.usage_change_shards, tables.usage_changes)
 # built once: every request reads a total
 _TOTALS = {record: record.total_statement() for record in (PROVIDERS, USAGES)}
+_BOTH_TOTALS = sa.select(*(statement.scalar_subquery() for statement in _TOTALS.values()))
 
 
 def shard_of(provider_id: int) -> int:
@@ -102,6 +103,13 @@ def total(connection: sa.engine.Connection, record: ChangeRecord = PROVIDERS) ->
     # candidates request asks, and SQLAlchemy's result costs more than the
     # database's sum.
     return int(db_api.driver_rows(connection, _TOTALS[record], {})[0][0])
+
+
+def totals(connection: sa.engine.Connection) -> tuple[int, int]:
+    """The ``total`` of the providers' record and of the usages', in one
+    statement (a search reads both)."""
+    providers, usages = db_api.driver_rows(connection, _BOTH_TOTALS, {})[0]
+    return int(providers), int(usages)
 
 
 def versions(connection: sa.engine.Connection, record: ChangeRecord = PROVIDERS

@@ -118,10 +118,10 @@ def test_a_snapshot_stays_as_it_was_read(database):
     compute = api.provider("cn1", VCPU=8)
     compute_id = _provider_id(database, compute)
     with database.db.reader() as connection:
-        before = follower.usage_snapshot(connection)
+        before = follower.current_with_usages(connection)[1]
     api.claim(str(uuid.uuid4()), compute, VCPU=3)
     with database.db.reader() as connection:
-        after = follower.usage_snapshot(connection)
+        after = follower.current_with_usages(connection)[1]
     assert before.of([compute_id], None) == {}
     assert after.of([compute_id], None) == {(compute_id, 0): 3}
     assert after.of([compute_id], [1]) == {}
