@@ -140,6 +140,10 @@ consumers = sa.Table(
     sa.UniqueConstraint("uuid", name="uniq_consumers0uuid"),
     sa.Index("consumers_project_id_uuid_idx", "project_id", "uuid"),
     sa.Index("consumers_project_id_user_id_uuid_idx", "project_id", "user_id", "uuid"),
+    # GET /usages (of a project, or of a project's user) reads its
+    # consumers' type off this index alone (migration 0009)
+    sa.Index("consumers_project_user_type_uuid_idx", "project_id", "user_id",
+             "consumer_type_id", "uuid"),
     sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
     **MYSQL_TABLE_OPTIONS,
 )
