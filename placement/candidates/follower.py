@@ -39,6 +39,7 @@ _rp_trait = tables.resource_provider_traits
 _agg = tables.placement_aggregates
 _rp_agg = tables.resource_provider_aggregates
 
+
 def among(column: sa.ColumnElement, ids: list[int]) -> sa.ColumnElement:
     """``column IN (ids)`` with one expanding parameter: in_() of a list
     coerces every element, which costs milliseconds for long lists."""
