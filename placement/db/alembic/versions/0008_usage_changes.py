@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from placement.db import tables, triggers
+from placement.db.provider_changes import SHARDS
 
 revision = "0008"
 down_revision = "0007"
@@ -26,6 +27,11 @@ def upgrade() -> None:
         sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
         **tables.MYSQL_TABLE_OPTIONS,
     )
+    # the counters exist before the triggers that move them (a write in
+    # between would otherwise go unrecorded)
+    op.bulk_insert(sa.table("usage_change_shards", sa.column("shard", sa.Integer),
+                            sa.column("version", sa.BigInteger)),
+                   [{"shard": shard, "version": 0} for shard in range(SHARDS + 1)])
     op.create_table(
         "usage_changes",
         sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
