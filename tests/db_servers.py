@@ -196,7 +196,7 @@ class GaleraNode(PrivateMariaDB):
         self.cluster = cluster
         self.first = first
         # group communication, IST receiver, SST receiver
-        self.group_port, self.ist_port, self.sst_port = (ops.free_port() for _ in range(3))
+        self.group_port, self.ist_port, self.sst_port = ops.free_ports(3)
         super().__init__()
 
     def _initialize(self) -> None:
