@@ -101,7 +101,8 @@ class _Anchors(Key[tuple[int, ...]]):
     # trait_sets: tuple[frozenset[str], ...]
     # root_traits: tuple[tuple[frozenset[str], ...], frozenset[str]]
     # any_class: bool
-    # traits_serial: int (only when trait_sets or root_traits name traits)
+    # traits_serial: int (only when trait_sets, root_traits or class_sets
+    #   name traits)
     __slots__ = ()
 
 
@@ -248,7 +249,11 @@ class ProviderCopy:
         tree_roots = frozenset(tree_roots)
         trait_sets = tuple(trait_sets)
         root_required, root_forbidden = tuple(root_traits[0]), frozenset(root_traits[1])
-        names_traits = bool(trait_sets or root_required or root_forbidden)
+        # what the trait index decides (traits required of the tree or its
+        # root, forbidden to it or to a class's providers) is kept under
+        # its serial
+        names_traits = bool(trait_sets or root_required or root_forbidden
+                            or any(forbidden for _, forbidden in class_sets))
 
         def make() -> tuple[int, ...]:
             if not class_sets:

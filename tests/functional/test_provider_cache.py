@@ -88,6 +88,19 @@ def test_traits_changes_show_at_once(client):
     assert client.candidate_sets(query) == []
 
 
+def test_forbidden_traits_changes_show_at_once(client):
+    """A trait forbidden to a group's class narrows the trees searched (the
+    copy's anchors, kept per shape): a provider losing or gaining it is
+    searched again, or no more, at the next request."""
+    compute = client.provider("cn1", VCPU=4)
+    query = "resources=VCPU:1&required=!HW_CPU_X86_AVX2"
+    for traits, expected in ((["HW_CPU_X86_AVX2"], []), ([], [{compute}]),
+                             (["HW_CPU_X86_AVX2"], [])):
+        client.call("PUT", f"/resource_providers/{compute}/traits", {
+            "resource_provider_generation": client.generation(compute), "traits": traits})
+        assert client.candidate_sets(query) == expected, traits
+
+
 def test_aggregates_set_without_a_generation_show_at_once(client):
     """Below 1.19 aggregates change without moving the generation."""
     compute = client.provider("cn1", VCPU=4)
