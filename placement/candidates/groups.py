@@ -84,7 +84,13 @@ def _passes_all(resources: list[ClassChecks], filters: tuple[Check, ...]
             if not check(provider, root):
                 return False
         return True
-    return passes
+
+    def filters_pass(provider: Provider, root: Provider) -> bool:
+        for check in filter_passes:
+            if not check(provider, root):
+                return False
+        return True
+    return passes if amounts else filters_pass
 
 
 def group_search(world: World, group: RequestGroup) -> GroupSearch:
@@ -203,11 +209,14 @@ def _may_have_traits(world: World, plan: GroupSearch, anchor: int) -> bool:
     members = world.members[anchor]
     parts = _serving_parts(world, plan, anchor)
     if parts is None:
-        offered = frozenset().union(*(provider.traits for provider in members))
+        offered = frozenset().union(*[provider.traits for provider in members])
     else:
         own_count, (_, serving_traits) = parts
-        offered = serving_traits.union(*(provider.traits for provider in members[:own_count]))
-    return all(check.passes(offered) for check in traits_checks)
+        offered = serving_traits.union(*[provider.traits for provider in members[:own_count]])
+    for check in traits_checks:
+        if not check.passes(offered):
+            return False
+    return True
 
 
 def _serving_parts(world: World, plan: GroupSearch, anchor: int
@@ -281,8 +290,14 @@ def _classes_given(plan: GroupSearch, provider: Provider) -> tuple[int, ...]:
     """The indexes in ``plan.resources`` of the classes ``provider`` has
     room for."""
     inventories = provider.inventories
-    return tuple([index for index, amount in enumerate(plan.resources)
-                  if fits_every_class(inventories, (amount,))])
+    given = []
+    # fits_every_class of each class, inlined: asked of every member of
+    # every tree the spread visits
+    for index, (class_name, amount) in enumerate(plan.resources):
+        inventory = inventories.get(class_name)
+        if inventory is not None and inventory.fits(amount):
+            given.append(index)
+    return tuple(given)
 
 
 def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
@@ -307,16 +322,16 @@ def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[Gro
 
 def spread_choices(world: World, plan: GroupSearch, anchor: int) -> Iterator[tuple[int, ...]]:
     """The choices (a provider per class, in the order of ``plan.resources``)
-    of ``_spread_stream``."""
+    of ``_spread_stream``. Usually every choice has the traits: the
+    product itself is returned then (iterated at C speed, without a
+    generator's frame per choice)."""
     if not _may_have_traits(world, plan, anchor):
-        return
+        return iter(())
     options = _spread_options(world, plan, anchor)
+    choices = itertools.product(*options)
     if _every_choice_has_traits(world, plan, options):
-        yield from itertools.product(*options)
-        return
-    for choice in itertools.product(*options):
-        if _has_traits(world, plan, choice):
-            yield choice
+        return choices
+    return (choice for choice in choices if _has_traits(world, plan, choice))
 
 
 def _every_choice_has_traits(world: World, plan: GroupSearch, options: list[list[int]]

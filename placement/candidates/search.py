@@ -488,9 +488,8 @@ def _lone_result_stream(world: World, plan: GroupSearch, anchor: int
     # Only a group asking resources spreads; with an in_tree no provider
     # has, no provider passes its checks, so it has no choice.
     if spreads(world, plan, anchor):
-        suffix, resources = group.suffix, plan.resources
-        return (SpreadResult(choice, resources, suffix)
-                for choice in spread_choices(world, plan, anchor))
+        return map(SpreadResult, spread_choices(world, plan, anchor),
+                   itertools.repeat(plan.resources), itertools.repeat(group.suffix))
     return _lone_group_results(group, group_candidate_stream(world, plan, anchor))
 
 

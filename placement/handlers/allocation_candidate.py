@@ -112,13 +112,22 @@ def _allocation_requests(items: list[AllocationRequest | OneProviderRequest | Sp
         return "[" + ",".join([f'"{uuid}"' for uuid in uuids]) + "]"
 
     parts = []
+    # The text between a OneProviderRequest's two uuids, for the last
+    # (resources, suffix) written: the requests of a lone group all share
+    # them.
+    last: tuple[dict[str, int] | None, str | None] = (None, None)
+    between = ""
     for item in items:
         kind = type(item)
         if kind is OneProviderRequest:  # the most common request
             uuid, resources, suffix = item
-            allocations_json = f'{{"{uuid}":{{"resources":{resources_json(resources)}}}}}'
-            parts.append(f'{{"allocations":{allocations_json},"mappings":{{"{suffix}":["{uuid}"]}}}}'
-                         if with_mappings else f'{{"allocations":{allocations_json}}}')
+            if last[0] is not resources or last[1] != suffix:
+                last = (resources, suffix)
+                between = (f'":{{"resources":{resources_json(resources)}}}}},"mappings":'
+                           f'{{"{suffix}":["' if with_mappings
+                           else f'":{{"resources":{resources_json(resources)}}}}}}}')
+            parts.append('{"allocations":{"' + uuid + between + uuid + '"]}}' if with_mappings
+                         else '{"allocations":{"' + uuid + between)
             continue
         if kind is SpreadRequest:  # the next most common
             givers, suffix, uuids = item
