@@ -35,10 +35,6 @@ def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
 
 # The fewest anchors a batch loads (see CopyWorld.anchors).
 _SMALLEST_BATCH = 8
-# The fewest sharing providers serving a tree for the search to take what
-# they give from the set (World.member_parts) rather than look at each:
-# below, looking costs less than the bookkeeping.
-_SERVING_SET = 4
 
 def filter_key(names: TraitFilter | AggregateFilter) -> tuple:
     return (tuple(sorted(tuple(sorted(any_of)) for any_of in names.required)),
@@ -451,7 +447,7 @@ class CopyWorld(World):
 
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
         tree = self._member_ids.get(anchor)
-        if (tree is None or len(tree.serving) < _SERVING_SET or tree.interleaved is not None):
+        if tree is None or not tree.serving or tree.interleaved is not None:
             return None
         serving = self._serving_records.get(tree.serving)
         if serving is None:  # members taken from a kept batch

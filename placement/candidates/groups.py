@@ -334,6 +334,27 @@ def spread_choices(world: World, plan: GroupSearch, anchor: int) -> Iterator[tup
     return (choice for choice in choices if _has_traits(world, plan, choice))
 
 
+def root_spread_choices(world: World, plan: GroupSearch, anchor: int
+                        ) -> Iterator[tuple[int, ...]] | None:
+    """``spread_choices`` at an anchor whose root alone passed the group's
+    checks taking everything, for a tree of its root alone served by a set
+    of sharing providers (``_serving_parts``): the root then passes the
+    spread's provider checks, has room for every class and has every
+    required trait, so each class's options are the root and the set's,
+    worked out once per set. None when the tree is not so (or when a
+    choice without the root may lack a trait): ``spread_choices`` then."""
+    parts = _serving_parts(world, plan, anchor)
+    if parts is None or parts[0] != 1:
+        return None
+    serving_options = parts[1][0]
+    options = [[anchor, *serving] for serving in serving_options]
+    # a class only the root gives puts the root, with its traits, in every
+    # choice
+    if all(serving_options) and not _every_choice_has_traits(world, plan, options):
+        return None
+    return itertools.product(*options)
+
+
 def _every_choice_has_traits(world: World, plan: GroupSearch, options: list[list[int]]
                              ) -> bool:
     """Do the providers every choice takes (the only option of a class)

@@ -38,6 +38,7 @@ from placement.candidates.groups import (
     group_candidate_stream,
     group_candidates,
     group_search,
+    root_spread_choices,
     spread_choices,
     spreads,
 )
@@ -406,8 +407,12 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
     # anchor, or its candidates after the first when they are already
     # being made (a tree of one provider has one candidate at most)
     had_one: list[int | Iterator[Result | OneProviderResult | SpreadResult]] = []
-    yield from _lone_first_turn(world, plan, batches, root_allowed, seen, had_one)
-    later = ((itertools.islice(_lone_result_stream(world, plan, item), 1, None)
+    # the anchors of those whose root alone gave everything
+    root_gave_all: set[int] = set()
+    yield from _lone_first_turn(world, plan, batches, root_allowed, seen, had_one,
+                                root_gave_all)
+    later = ((itertools.islice(_lone_result_stream(world, plan, item, item in root_gave_all),
+                               1, None)
               if isinstance(item, int) else item) for item in had_one)
     for found in _taking_turns(later):
         result = _new_result(world, found, seen)
@@ -427,9 +432,11 @@ def _new_result(world: World, result: Result | OneProviderResult | SpreadResult,
 
 def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                      root_allowed: Callable[[int], bool] | None, seen: set[tuple],
-                     had_one: list) -> Iterator[Result | OneProviderResult | SpreadResult]:
+                     had_one: list, root_gave_all: set[int]
+                     ) -> Iterator[Result | OneProviderResult | SpreadResult]:
     """The first turn of ``_lone_turns``, each anchor's first result; those
-    that may have more go to ``had_one``.
+    that may have more go to ``had_one``, and to ``root_gave_all`` too
+    when their root alone gave everything.
 
     Most trees' first candidate is their root alone, giving everything
     (a compute, with or without a sharing disk beside it): which roots
@@ -455,6 +462,7 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
                 # everything are those of the root alone spreading)
                 if len(members) > 1:
                     had_one.append(anchor)
+                    root_gave_all.add(anchor)
                 result = OneProviderResult(anchor, resources, suffix)
                 if sharing and anchor in sharing and _repeated(world, result, seen):
                     continue
@@ -478,17 +486,22 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
                 yield result
 
 
-def _lone_result_stream(world: World, plan: GroupSearch, anchor: int
+def _lone_result_stream(world: World, plan: GroupSearch, anchor: int,
+                        root_gave_all: bool = False
                         ) -> Iterator[Result | OneProviderResult | SpreadResult]:
     """The results of a request of one group at ``anchor``: those of its
     ``group_candidate_stream``, a spread made of its choices alone (the
     most common result after a tree's first: a compute with each sharing
-    disk serving it)."""
+    disk serving it). ``root_gave_all``: the root alone passed every check
+    of the group taking everything."""
     group = plan.group
     # Only a group asking resources spreads; with an in_tree no provider
     # has, no provider passes its checks, so it has no choice.
     if spreads(world, plan, anchor):
-        return map(SpreadResult, spread_choices(world, plan, anchor),
+        choices = root_spread_choices(world, plan, anchor) if root_gave_all else None
+        if choices is None:
+            choices = spread_choices(world, plan, anchor)
+        return map(SpreadResult, choices,
                    itertools.repeat(plan.resources), itertools.repeat(group.suffix))
     return _lone_group_results(group, group_candidate_stream(world, plan, anchor))
 

@@ -135,6 +135,42 @@ def requests(draw) -> tuple[list[RequestGroup], SearchOptions]:
     return groups, options
 
 
+@st.composite
+def served_worlds(draw) -> list[Provider]:
+    """Roots without children served by four to six sharing providers: the
+    search takes what a set of sharing providers gives a tree from the set,
+    worked out once (``World.member_parts``), and a tree whose root alone
+    gives everything its later candidates from the root and the set at
+    once; ``worlds`` rarely draws several sharing providers serving one
+    tree."""
+    providers = []
+    for index in range(draw(st.integers(1, 3))):
+        classes = draw(st.sets(st.sampled_from(CLASSES), min_size=1, max_size=3))
+        providers.append(Provider(
+            f"P{index}", None, {name: draw(inventories()) for name in sorted(classes)},
+            draw(st.sets(st.sampled_from(TRAITS))),
+            draw(st.sets(st.sampled_from(AGGREGATES), min_size=1))))
+    for index in range(len(providers), len(providers) + draw(st.integers(4, 6))):
+        classes = draw(st.sets(st.sampled_from(CLASSES), min_size=1, max_size=2))
+        providers.append(Provider(
+            f"P{index}", None, {name: draw(inventories()) for name in sorted(classes)},
+            draw(st.sets(st.sampled_from(TRAITS))) | {SHARING},
+            {draw(mostly(*AGGREGATES))}))
+    return providers
+
+
+@st.composite
+def lone_requests(draw) -> tuple[list[RequestGroup], SearchOptions]:
+    """One unsuffixed group (a flavor), with or without trait and aggregate
+    filters."""
+    resources = draw(st.dictionaries(st.sampled_from(CLASSES), mostly(1, 2),
+                                     min_size=1, max_size=3))
+    group = RequestGroup("", resources,
+                         draw(st.one_of(st.just(TraitFilter()), trait_filters())),
+                         draw(st.one_of(st.just(AggregateFilter()), aggregate_filters)))
+    return [group], SearchOptions(nested_aware=draw(st.booleans()))
+
+
 # The reference: brute force over the spec -------------------------------------
 
 class Reference:
@@ -322,6 +358,15 @@ def fast_results(providers: list[Provider], groups: list[RequestGroup],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(), requests())
 def test_search_matches_brute_force(providers, request):
+    groups, options = request
+    expected = Reference(providers).results(groups, options)
+    assert fast_results(providers, groups, options) == expected
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(served_worlds(), lone_requests())
+def test_search_of_trees_served_by_sets_matches_brute_force(providers, request):
     groups, options = request
     expected = Reference(providers).results(groups, options)
     assert fast_results(providers, groups, options) == expected
