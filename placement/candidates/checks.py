@@ -183,41 +183,20 @@ def _required_traits_check(constraint: str, description: str, any_ofs: list[set[
 
     if spread:
         return TraitsCheck(constraint, description, wanted.satisfied_by, missing)
-    required = [frozenset(any_of) for any_of in any_ofs]
-
-    def has_traits(provider: Provider, root: Provider) -> bool:
-        # TraitFilter.satisfied_by, inlined: asked of every provider visited
-        traits = provider.traits
-        for any_of in required:
-            if any_of.isdisjoint(traits):
-                return False
-        return True
-
-    return Check(constraint, description, has_traits,
+    return Check(constraint, description,
+                 lambda provider, root: wanted.satisfied_by(provider.traits),
                  lambda provider, root, detailed: missing(provider.traits, detailed))
 
 
 def _aggregate_checks(aggregates: AggregateFilter, spread: bool) -> list[Check]:
     checks = []
     if aggregates.required:
-        required = [frozenset(any_of) for any_of in aggregates.required]
-
-        def in_each(names: frozenset[str]) -> bool:
-            for any_of in required:
-                if any_of.isdisjoint(names):
-                    return False
-            return True
+        member_of = AggregateFilter(required=aggregates.required)
 
         def in_aggregates(provider: Provider, root: Provider) -> bool:
-            # in_each(provider.aggregates) inlined: asked of every provider
-            # visited
-            names = provider.aggregates
-            for any_of in required:
-                if any_of.isdisjoint(names):
-                    break
-            else:
-                return True
-            return spread and provider.root_id == root.id and in_each(root.aggregates)
+            return member_of.satisfied_by(provider.aggregates) or (
+                spread and provider.root_id == root.id
+                and member_of.satisfied_by(root.aggregates))
 
         def outside(provider: Provider, root: Provider, detailed: bool) -> Why:
             return "member_of", ("in none of " + "; ".join(

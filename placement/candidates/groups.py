@@ -78,19 +78,13 @@ def _passes_all(resources: list[ClassChecks], filters: tuple[Check, ...]
     filter_passes = tuple(check.passes for check in filters)
 
     def passes(provider: Provider, root: Provider) -> bool:
-        if not fits_every_class(provider.inventories, amounts):
+        if amounts and not fits_every_class(provider.inventories, amounts):
             return False
         for check in filter_passes:
             if not check(provider, root):
                 return False
         return True
-
-    def filters_pass(provider: Provider, root: Provider) -> bool:
-        for check in filter_passes:
-            if not check(provider, root):
-                return False
-        return True
-    return passes if amounts else filters_pass
+    return passes
 
 
 def group_search(world: World, group: RequestGroup) -> GroupSearch:

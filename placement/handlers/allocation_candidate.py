@@ -123,9 +123,8 @@ def _allocation_requests(items: list[AllocationRequest | OneProviderRequest | Sp
             uuid, resources, suffix = item
             if last[0] is not resources or last[1] != suffix:
                 last = (resources, suffix)
-                between = (f'":{{"resources":{resources_json(resources)}}}}},"mappings":'
-                           f'{{"{suffix}":["' if with_mappings
-                           else f'":{{"resources":{resources_json(resources)}}}}}}}')
+                between = (f'":{{"resources":{resources_json(resources)}}}}}'
+                           + (f',"mappings":{{"{suffix}":["' if with_mappings else "}"))
             parts.append('{"allocations":{"' + uuid + between + uuid + '"]}}' if with_mappings
                          else '{"allocations":{"' + uuid + between)
             continue

@@ -354,22 +354,25 @@ def fast_results(providers: list[Provider], groups: list[RequestGroup],
     }
 
 
+def assert_matches_brute_force(providers: list[Provider],
+                               request: tuple[list[RequestGroup], SearchOptions]) -> None:
+    groups, options = request
+    expected = Reference(providers).results(groups, options)
+    assert fast_results(providers, groups, options) == expected
+
+
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds(), requests())
 def test_search_matches_brute_force(providers, request):
-    groups, options = request
-    expected = Reference(providers).results(groups, options)
-    assert fast_results(providers, groups, options) == expected
+    assert_matches_brute_force(providers, request)
 
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(served_worlds(), lone_requests())
 def test_search_of_trees_served_by_sets_matches_brute_force(providers, request):
-    groups, options = request
-    expected = Reference(providers).results(groups, options)
-    assert fast_results(providers, groups, options) == expected
+    assert_matches_brute_force(providers, request)
 
 
 def test_reference_finds_worked_example_e3():
