@@ -6,32 +6,19 @@ in the providers' memos, first batches of trees in the kept store."""
 
 from __future__ import annotations
 
-import functools
 import itertools
-import weakref
-from collections.abc import Callable, Collection, Container, Iterator
+from collections.abc import Collection, Container, Iterator
+from operator import attrgetter
 
-from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities, TreeMembers
+from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.kept import (
-    BATCH_BYTES,
-    MEMBER_BYTES,
-    MEMBERS_BYTES,
-    RECORD_BYTES,
-    kept_bytes,
-)
+from placement.candidates.kept import BATCH_BYTES, kept_bytes
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider, RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy, random_order
+from placement.candidates.tree_view import Lazy, TreeView
 from placement.candidates.usage_mirror import Usages
 from placement.candidates.world import World
-from placement.objects.inventory import InventoryUsage
-
-
-def _with_usage(inventory_usage: InventoryUsage, used: int) -> InventoryUsage:
-    # the copy's records are shared between requests: never changed in place
-    return inventory_usage.with_used(used) if used else inventory_usage
-
 
 # The fewest anchors a batch loads (see CopyWorld.anchors).
 _SMALLEST_BATCH = 8
@@ -49,51 +36,6 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
             options.group_policy, filter_key(options.root_traits),
             tuple(tuple(suffixes) for suffixes in options.same_subtree),
             options.nested_aware, options.max_candidates > 0)
-
-
-# What find keeps: in a provider record's memo (made from the record and
-# the request's classes), and in the kept store (whole answers, made from
-# the copy, the usages read and the shape of the request).
-
-class _SearchRecord(Key["tuple[tuple[int, ...], Provider, bool]"]):
-    """The search record of a provider, with the usages of the requested
-    classes it was made with (() when none is used), and whether those are
-    all the classes it has."""
-    # classes: tuple[tuple[int, str], ...] ((id, name) of the requested classes)
-    __slots__ = ()
-
-
-class _Members(Key["tuple[int, TreeMembers]"]):
-    """The members of a root (``_members_of``), with the ``places`` of the
-    copy they were found in."""
-    # class_ids: frozenset[int] | None (None: whole trees are searched)
-    __slots__ = ()
-
-
-class _ServingSets(Key["dict[tuple[int, ...], tuple[int, ...]]"]):
-    """Each set of sharing providers serving some trees, as one tuple (a
-    copy's memo: the trees' kept members share it)."""
-    __slots__ = ()
-
-
-class _Lazy(dict):
-    """A dict making each missing value with ``make(key)`` when first asked;
-    ``make`` is a method of the dict's owner. The dict holds its owner
-    weakly: a world holding its own lazy dicts would be a reference cycle,
-    freed only by the garbage collector's rare full collections (see
-    deploy.GC_THRESHOLDS), and a world holds a request's usages and
-    records: megabytes at 20 000 computes."""
-
-    __slots__ = ("_owner", "_make")
-
-    def __init__(self, make: Callable[[int], object]):
-        super().__init__()
-        self._owner = weakref.ref(make.__self__)  # type: ignore[attr-defined]
-        self._make = make.__func__  # type: ignore[attr-defined]
-
-    def __missing__(self, key: int) -> object:
-        value = self[key] = self._make(self._owner(), key)
-        return value
 
 
 # A read of usages: the providers and classes named (None: any), and the
@@ -125,45 +67,33 @@ class CopyWorld(World):
         self._copy = copy
         self._usages = usages  # of the mirror, as new as the copy or newer
         self._class_names = {class_id: name for name, class_id in class_ids.items()}
-        self._whole_trees = bool(options.same_subtree) or not all(
-            group.resources for group in groups)
+        whole_trees = bool(options.same_subtree) or not all(group.resources for group in groups)
+        self._view = _view_of(copy, usages, self._class_names, whole_trees)
         # without a limit everything is consumed anyway; with one, the
         # anchors take turns, and each gives the limit a result at most in
         # the first turn
         self._first_batch = (None if options.limit is None
                              else max(_SMALLEST_BATCH, options.limit))
-        # the search records of providers without usage depend on the
-        # classes only: they are kept with the cached provider
-        self._record_key = _SearchRecord(tuple(sorted(self._class_names.items())))
         tree_roots_by_uuid = {
             uuid: copy.providers[copy.ids_by_uuid[uuid]].root_id
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
             if uuid in copy.ids_by_uuid}
-        # Provider records and members are made when the search first asks
-        # for them.
-        super().__init__(_Lazy(self._new_record), copy.sharing, copy.has_nesting,
-                         tree_roots_by_uuid, _Lazy(self._new_members))
+        # The records and members of the trees of each batch are taken from
+        # the view as the search reaches it; any other when first asked for.
+        super().__init__(Lazy(self._new_record), copy.sharing, copy.has_nesting,
+                         tree_roots_by_uuid, Lazy(self._new_members))
         # What a whole answer depends on besides the providers, their usages
         # and the limits: the request, and facts of the whole database.
         self.shape = (_request_key(groups, options), self.has_nesting,
                       self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
-        self._members_key = _Members(None if self._whole_trees
-                                     else frozenset(self._class_names))
         # every usage read so far, in order; those made by reads_again
         self.reads: list[UsageRead] = []
         self._read_before: dict[tuple, dict[tuple[int, int], int]] = {}
         # (provider id, class id) -> used, of the providers loaded so far
         self._used: dict[tuple[int, int], int] = {}
-        self._using: set[int] = set()  # the providers of those
         self._loaded: set[int] = set()  # the providers whose usages were read
         self._every_usage_read = False  # those of the providers in no searched tree too
-        # root -> ids of its members
-        self._member_ids: dict[int, TreeMembers] = {}
-        # the records of the serving members of trees (TreeMembers.serving)
-        self._serving_records: dict[tuple[int, ...], list[Provider]] = {}
-        # provider id -> the usages of every class it has, in the order of
-        # its inventories (() when none is used), for those the search read
-        # whole: the summaries are kept by them
+        # TreeView.all_usages, of the providers whose usages were read
         self.all_usages: dict[int, tuple[int, ...]] = {}
         # the batch taken whole from a kept one, and that one
         self._reused: tuple[list[int], KeptBatch] | None = None
@@ -235,12 +165,12 @@ class CopyWorld(World):
             self._load_trees(batch)
             return
         store = self._copy.kept
-        key = BatchKey(self._record_key, self._members_key, tuple(batch))
+        view = self._view
+        key = BatchKey(view.record_key, view.members_key, tuple(batch))
         kept = store.get(key)
         if isinstance(kept, KeptBatch) and kept.serial == self._copy.serial:
             used = self._add_usages(kept.records.keys())
             self._loaded.update(kept.records)
-            self._member_ids.update(kept.member_ids)
             self.all_usages.update(kept.all_usages)
             if used == kept.used:
                 self.providers.update(kept.records)
@@ -248,77 +178,42 @@ class CopyWorld(World):
                 self._reused = (batch, kept)
                 return
             # only the providers whose usages moved get new records, and
-            # the trees they are members of new member lists
+            # the trees they are members of new member lists (the view's,
+            # which follows the usages read)
             changed = {key[0] for key, _ in used.items() ^ kept.used.items()}
             records = self.providers
             records.update(kept.records)
             for provider_id in changed.intersection(kept.records):
-                records[provider_id] = self._new_record(provider_id)
+                records[provider_id] = view.records[provider_id]
+                self.all_usages.pop(provider_id, None)
+                if provider_id in view.all_usages:
+                    self.all_usages[provider_id] = view.all_usages[provider_id]
             members = self.members
             for root_id, tree in kept.member_ids.items():
                 members[root_id] = (kept.members[root_id] if changed.isdisjoint(tree.ids())
-                                    else self._member_records(tree))
+                                    else view.members[root_id])
         else:
             used = self._load_trees(batch)
         store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch, used),
                                      kept_bytes(0))
 
     def _load_trees(self, batch: list[int]) -> dict[tuple[int, int], int]:
-        """_add_trees, one provider at a time; the usages read. The kept
-        members and records are looked up here rather than through
-        ``_members_of`` and ``_new_record`` when they hold (the usual
-        case): a request loads a thousand trees or more, and a call per
-        tree and per provider costs a fifth of it."""
-        copy_providers, places = self._copy.providers, self._copy.places
-        members_key = self._members_key
-        member_ids = self._member_ids
-        new = set()
-        servings = set()
-        for root_id in batch:
-            kept = copy_providers[root_id].memo.get(members_key)
-            tree = member_ids[root_id] = (
-                kept[1] if kept is not None and kept[0] == places else self._members_of(root_id))
-            new.update(tree.own)
-            if tree.serving:
-                servings.add(tree.serving)
-        new = sorted(new.union(*servings).difference(self._loaded))
+        """_add_trees from the view: the usages of the trees' providers
+        not read before are read (what a kept answer is checked by), and
+        their records and members taken, at C speed (``map``: a request
+        loads a thousand trees or more); the usages read."""
+        view = self._view
+        trees = list(map(view.member_ids.__getitem__, batch))
+        new = set(itertools.chain.from_iterable(map(_OWN, trees)))
+        new = sorted(new.union(*set(map(_SERVING, trees))).difference(self._loaded))
         used = self._add_usages(new)
         self._loaded.update(new)
-        records = self.providers
-        using, record_key, all_usages = self._using, self._record_key, self.all_usages
-        for provider_id in new:
-            if provider_id in records:
-                continue
-            # _new_record's first look, for a provider none of whose
-            # requested classes is used
-            kept = (None if provider_id in using
-                    else copy_providers[provider_id].memo.get(record_key))
-            if kept is not None and kept[0] == ():
-                if kept[2]:
-                    all_usages[provider_id] = ()
-                records[provider_id] = kept[1]
-            else:
-                records[provider_id] = self._new_record(provider_id)
-        members = self.members
-        member_records = self._member_records
-        for root_id in batch:
-            members[root_id] = member_records(member_ids[root_id])
+        self.providers.update(zip(new, map(view.records.__getitem__, new), strict=True))
+        view_usages = view.all_usages
+        self.all_usages.update({provider_id: view_usages[provider_id]
+                                for provider_id in view_usages.keys() & new})
+        self.members.update(zip(batch, map(view.members.__getitem__, batch), strict=True))
         return used
-
-    def _member_records(self, tree: TreeMembers) -> list[Provider]:
-        """The search records of a tree's members, in id order (each
-        loaded before)."""
-        records = self.providers
-        if tree.interleaved is not None:
-            return [records[provider_id] for provider_id in tree.interleaved]
-        own = [records[provider_id] for provider_id in tree.own]
-        if not tree.serving:
-            return own
-        serving = self._serving_records.get(tree.serving)
-        if serving is None:
-            serving = self._serving_records[tree.serving] = [
-                records[provider_id] for provider_id in tree.serving]
-        return own + serving
 
     def _add_usages(self, provider_ids: Collection[int]) -> dict[tuple[int, int], int]:
         """Read the usages of these providers (all at once when they are
@@ -332,7 +227,7 @@ class CopyWorld(World):
     def _kept_batch(self, batch: list[int], used: dict[tuple[int, int], int]
                     ) -> tuple[KeptBatch, int]:
         """What to keep of ``batch`` once loaded, and its size."""
-        member_ids = {root_id: self._member_ids[root_id] for root_id in batch}
+        member_ids = {root_id: self._view.member_ids[root_id] for root_id in batch}
         records = {provider_id: self.providers[provider_id]
                    for tree in member_ids.values() for provider_id in tree.ids()}
         return (KeptBatch(
@@ -370,7 +265,6 @@ class CopyWorld(World):
         what was read."""
         used = self._read(provider_ids, sorted(self._class_names))
         self._used.update(used)
-        self._using.update(provider_id for provider_id, _ in used)
         self._every_usage_read = self._every_usage_read or provider_ids is None
         return used
 
@@ -401,37 +295,6 @@ class CopyWorld(World):
         self.every_usage()
         return self.providers[provider_id]
 
-    def _members_of(self, root_id: int) -> TreeMembers:
-        """The providers of the tree of ``root_id`` the search may use, and
-        the sharing providers serving it (kept with the root while the
-        copy's indexes stay the same)."""
-        copy = self._copy
-        root = copy.providers[root_id]
-        kept = root.memo.get(self._members_key)
-        if kept is not None and kept[0] == copy.places:
-            return kept[1]
-        tree = copy.trees[root_id]
-        own = tree if self._whole_trees or len(tree) == 1 else tuple(
-            provider_id for provider_id in tree
-            if provider_id == root_id or self._useful(provider_id))
-        serving = self._serving_of(tuple(sorted(
-            provider_id for provider_id in copy.sharing_serving(root_id)
-            if provider_id in self._useful_sharing
-            and copy.providers[provider_id].root_id != root_id)))
-        members = TreeMembers(own, serving, None if not serving or own[-1] < serving[0]
-                              else tuple(sorted(own + serving)))
-        copy.remember(root, self._members_key, (copy.places, members),
-                  MEMBERS_BYTES + MEMBER_BYTES * (len(own) + len(serving)))
-        return members
-
-    def _serving_of(self, serving: tuple[int, ...]) -> tuple[int, ...]:
-        """``serving``, as the one tuple of these ids the copy's trees
-        share (their kept members hold it once)."""
-        if not serving:
-            return ()
-        interned = self._copy.memo.get_or_make(_ServingSets(), dict)
-        return interned.setdefault(serving, serving)
-
     @property
     def searched_anchors(self) -> tuple[int, ...]:
         """The roots the search visits, in id order (``_searched_anchors``)."""
@@ -442,27 +305,25 @@ class CopyWorld(World):
         providers and the sharing providers serving it), in id order: what
         a world of another request's making (placement.capacity) puts in
         its members."""
-        tree = self._members_of(root_id)
+        tree = self._view.member_ids[root_id]
         return tree.interleaved if tree.interleaved is not None else tree.own + tree.serving
 
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
-        tree = self._member_ids.get(anchor)
+        tree = self._view.member_ids.get(anchor)
         if tree is None or not tree.serving or tree.interleaved is not None:
             return None
-        serving = self._serving_records.get(tree.serving)
-        if serving is None:  # members taken from a kept batch
-            self._member_records(tree)
-            serving = self._serving_records[tree.serving]
-        return len(tree.own), tree.serving, serving
+        return len(tree.own), tree.serving, self._view.serving_records(tree.serving)
 
     def _new_members(self, root_id: int) -> list[Provider]:
-        tree = self._member_ids.get(root_id)
-        if tree is None:
-            # a tree the search did not visit (an explanation asks): its
-            # members' usages are read with every other's
-            self.every_usage()
-            tree = self._member_ids[root_id] = self._members_of(root_id)
-        return self._member_records(tree)
+        # a tree the search did not visit (an explanation asks): its
+        # members' usages are read with every other's
+        self.every_usage()
+        return self._view.members[root_id]
+
+    def _new_record(self, provider_id: int) -> Provider:
+        # a provider in no tree searched (an ancestor without a requested
+        # class, or one an explanation asks for)
+        return self._view.records[provider_id]
 
     def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
                       ) -> Container[int]:
@@ -484,50 +345,27 @@ class CopyWorld(World):
             fitting = with_room if fitting is None else fitting & with_room
         return set() if fitting is None else fitting
 
-    def _useful(self, provider_id: int) -> bool:
-        """Can the provider be a member of a tree searched: does it have a
-        requested class (any provider, when whole trees are searched)?"""
-        return self._whole_trees or not self._class_names.keys().isdisjoint(
-            self._copy.providers[provider_id].inventories)
 
-    @functools.cached_property
-    def _useful_sharing(self) -> frozenset[int]:
-        copy = self._copy
-        return (copy.sharing if self._whole_trees
-                else copy.sharing_with(frozenset(self._class_names)))
-
-    def _new_record(self, provider_id: int) -> Provider:
-        """The search record of a provider, with its usages. It depends on
-        the requested classes and their usages only: it is kept with the
-        cached provider, and made again once one of them moved (a claim
-        changes a few providers, every request reads thousands)."""
-        cached = self._copy.providers[provider_id]
-        class_names = self._class_names
-        if provider_id in self._using:
-            used = self._used
-            usages = tuple([used.get((provider_id, class_id), 0)
-                            for class_id in cached.inventories if class_id in class_names])
-        else:
-            usages = ()
-        kept = cached.memo.get(self._record_key)
-        if kept is not None and kept[0] == usages:
-            if kept[2]:
-                self.all_usages[provider_id] = usages
-            return kept[1]
-        inventories = {}
-        for class_id, inventory_usage in cached.inventories.items():
-            class_name = class_names.get(class_id)
-            if class_name is not None:
-                inventories[class_name] = _with_usage(
-                    inventory_usage, self._used.get((provider_id, class_id), 0))
-        record = Provider(provider_id, cached.uuid, cached.parent_id, cached.root_id,
-                          inventories, cached.traits, cached.aggregates)
-        # were the usages of every class of the provider read?
-        whole = len(inventories) == len(cached.inventories)
-        if whole:
-            self.all_usages[provider_id] = usages
-        self._copy.remember(cached, self._record_key, (usages, record, whole),
-                  RECORD_BYTES)
-        return record
+_OWN = attrgetter("own")
+_SERVING = attrgetter("serving")
+# A view per set of requested classes and whole_trees, of one copy.
+class _View(Key[TreeView]):
+    # record_key: SearchRecordKey (the requested classes)
+    # whole_trees: bool
+    __slots__ = ()
 
 
+def _view_of(copy: ProviderCopy, usages: Usages, class_names: dict[int, str],
+             whole_trees: bool) -> TreeView:
+    """The view of the trees of ``copy`` for these classes, at ``usages``:
+    the kept one (rebased), or a new one, kept for the next requests."""
+    key = _View(tuple(sorted(class_names.items())), whole_trees)
+    kept = copy.kept.get(key)
+    if kept is not None and kept.copy is copy:
+        view = kept.at(usages)
+        if view is kept:
+            return view
+    else:
+        view = TreeView(copy, usages, class_names, whole_trees)
+    copy.kept.put(key, view, kept_bytes(0) + BATCH_BYTES * len(copy.providers))
+    return view

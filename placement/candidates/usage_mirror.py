@@ -94,6 +94,21 @@ class Usages:
                 shards[index].pop(provider_id, None)
         return Usages(tuple(shards))
 
+    def of_provider(self, provider_id: int) -> ProviderUsage:
+        """The usage of one provider (() when nothing is in use)."""
+        shards = self._shards
+        return shards[provider_id % len(shards)].get(provider_id, ())
+
+    def changed_since(self, older: Usages) -> set[int]:
+        """The providers whose usage differs in ``older``: only the shards
+        that are not the same object are compared (a change replaces the
+        shards of the providers it names, see ``updated``)."""
+        changed: set[int] = set()
+        for mine, theirs in zip(self._shards, older._shards, strict=True):
+            if mine is not theirs:
+                changed.update(provider_id for provider_id, _ in mine.items() ^ theirs.items())
+        return changed
+
     def of(self, provider_ids: Iterable[int] | None, class_ids: Collection[int] | None
            ) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of these providers (None:

@@ -200,6 +200,46 @@ def test_results_kept_at_a_tree_follow_every_member(client):
     assert client.candidate_sets("resources=VGPU:4") == [{gpus}]
 
 
+def test_trees_kept_across_filters_follow_usages(client):
+    """Requests of one set of classes keep the trees they loaded for the
+    later ones, whatever their filters (placement.candidates.tree_view):
+    a claim on a compute, or on the disk serving every tree, must show in
+    the next request of any filter, and a release too."""
+    aggregates = [str(uuid_lib.uuid4()) for _ in range(2)]
+    disk = client.provider("disk", DISK_GB=100)
+    client.traits(disk, "MISC_SHARES_VIA_AGGREGATE")
+    client.call("PUT", f"/resource_providers/{disk}/aggregates", {
+        "resource_provider_generation": client.generation(disk), "aggregates": aggregates})
+    computes = []
+    for index in range(6):
+        compute = client.provider(f"cn{index}", VCPU=4)
+        client.call("PUT", f"/resource_providers/{compute}/aggregates", {
+            "resource_provider_generation": client.generation(compute),
+            "aggregates": [aggregates[index % 2]]})
+        computes.append(compute)
+    query = "resources=VCPU:1,DISK_GB:10"
+
+    def computes_of(member_of: str) -> set[str]:
+        return {provider for candidate in client.candidate_sets(f"{query}&{member_of}")
+                for provider in candidate} - {disk}
+
+    every = set(computes)
+    first, second = set(computes[0::2]), set(computes[1::2])
+    assert computes_of(f"member_of={aggregates[0]}") == first
+    assert computes_of(f"member_of=in:{aggregates[0]},{aggregates[1]}") == every
+    client.claim(str(uuid_lib.uuid4()), computes[0], VCPU=4)
+    assert computes_of(f"member_of={aggregates[1]}") == second
+    assert computes_of(f"member_of={aggregates[0]}") == first - {computes[0]}
+    disk_consumer = str(uuid_lib.uuid4())
+    client.claim(disk_consumer, disk, DISK_GB=95)
+    assert computes_of(f"member_of=in:{aggregates[0]},{aggregates[1]}") == set()
+    assert computes_of(f"member_of={aggregates[1]}") == set()
+    client.call("DELETE", f"/allocations/{disk_consumer}")
+    assert computes_of(f"member_of={aggregates[1]}") == second
+    assert computes_of(f"member_of=in:{aggregates[0]},{aggregates[1]}") == every - {
+        computes[0]}
+
+
 def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggregates(
         client, database):
     """Where the trees of many sharing providers are found: each aggregate
