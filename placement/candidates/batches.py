@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider
+from placement.candidates.usage_mirror import Usages
 
 
 class BatchKey(Key["KeptBatch | bool"]):
@@ -44,20 +45,22 @@ class TreeMembers(NamedTuple):
 class KeptBatch:
     """The members, usages and search records of a first batch of trees:
     they hold while no provider changed (the copy's serial) and the
-    usages read for the batch are the same. ``capacities``: what
-    ``RootCapacities`` found of its roots, by class name."""
+    usages of its providers are those of ``usages`` (the snapshot it was
+    loaded from). ``capacities``: what ``RootCapacities`` found of its
+    roots, by class name."""
 
-    __slots__ = ("serial", "batch", "used", "member_ids", "records", "members", "all_usages",
-                 "capacities")
+    __slots__ = ("serial", "batch", "usages", "member_ids", "records", "provider_ids",
+                 "members", "all_usages", "capacities")
 
-    def __init__(self, serial: int, batch: list[int], used: dict[tuple[int, int], int],
+    def __init__(self, serial: int, batch: list[int], usages: Usages,
                  member_ids: dict[int, TreeMembers], records: dict[int, Provider],
                  members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
         self.serial = serial
         self.batch = batch
-        self.used = used
+        self.usages = usages
         self.member_ids = member_ids
         self.records = records
+        self.provider_ids = frozenset(records)
         self.members = members
         self.all_usages = all_usages
         self.capacities: dict[str, RootCapacities | None] = {}

@@ -7,7 +7,7 @@ in the providers' memos, first batches of trees in the kept store."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Container, Iterator
+from collections.abc import Container, Iterator
 from operator import attrgetter
 
 from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities
@@ -39,12 +39,14 @@ def _request_key(groups: list[RequestGroup], options: SearchOptions) -> tuple:
 
 
 # A read of usages: the providers and classes named (None: any), and the
-# amounts it gave, by (provider id, class id).
-UsageRead = tuple[list[int] | None, list[int] | None, dict[tuple[int, int], int]]
+# snapshot they were read from.
+UsageRead = tuple[frozenset[int] | None, frozenset[int] | None, Usages]
 
 
-def _read_key(provider_ids: list[int] | None, class_ids: list[int] | None) -> tuple:
-    return tuple(None if ids is None else tuple(ids) for ids in (provider_ids, class_ids))
+def _restricted(usage: tuple[tuple[int, int], ...], class_ids: frozenset[int] | None
+                ) -> tuple[tuple[int, int], ...]:
+    return usage if class_ids is None else tuple(
+        (class_id, amount) for class_id, amount in usage if class_id in class_ids)
 
 
 class CopyWorld(World):
@@ -86,13 +88,11 @@ class CopyWorld(World):
         # and the limits: the request, and facts of the whole database.
         self.shape = (_request_key(groups, options), self.has_nesting,
                       self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
-        # every usage read so far, in order; those made by reads_again
+        # every usage read so far
         self.reads: list[UsageRead] = []
-        self._read_before: dict[tuple, dict[tuple[int, int], int]] = {}
-        # (provider id, class id) -> used, of the providers loaded so far
-        self._used: dict[tuple[int, int], int] = {}
-        self._loaded: set[int] = set()  # the providers whose usages were read
-        self._every_usage_read = False  # those of the providers in no searched tree too
+        self._loaded: set[int] = set()  # the providers of the trees loaded
+        # the usages of the requested classes of every provider, once asked
+        self._every_usage: dict[tuple[int, int], int] | None = None
         # TreeView.all_usages, of the providers whose usages were read
         self.all_usages: dict[int, tuple[int, ...]] = {}
         # the batch taken whole from a kept one, and that one
@@ -169,21 +169,22 @@ class CopyWorld(World):
         key = BatchKey(view.record_key, view.members_key, tuple(batch))
         kept = store.get(key)
         if isinstance(kept, KeptBatch) and kept.serial == self._copy.serial:
-            used = self._add_usages(kept.records.keys())
-            self._loaded.update(kept.records)
+            self._read(kept.provider_ids)
+            self._loaded.update(kept.provider_ids)
             self.all_usages.update(kept.all_usages)
-            if used == kept.used:
+            changed = (set() if kept.usages is self._usages else
+                       self._usages.changed_since(kept.usages).intersection(kept.records))
+            if not changed:
                 self.providers.update(kept.records)
                 self.members.update(kept.members)
                 self._reused = (batch, kept)
                 return
             # only the providers whose usages moved get new records, and
             # the trees they are members of new member lists (the view's,
-            # which follows the usages read)
-            changed = {key[0] for key, _ in used.items() ^ kept.used.items()}
+            # which follows the usages of this request)
             records = self.providers
             records.update(kept.records)
-            for provider_id in changed.intersection(kept.records):
+            for provider_id in changed:
                 records[provider_id] = view.records[provider_id]
                 self.all_usages.pop(provider_id, None)
                 if provider_id in view.all_usages:
@@ -193,101 +194,80 @@ class CopyWorld(World):
                 members[root_id] = (kept.members[root_id] if changed.isdisjoint(tree.ids())
                                     else view.members[root_id])
         else:
-            used = self._load_trees(batch)
-        store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch, used),
+            self._load_trees(batch)
+        store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch),
                                      kept_bytes(0))
 
-    def _load_trees(self, batch: list[int]) -> dict[tuple[int, int], int]:
-        """_add_trees from the view: the usages of the trees' providers
-        not read before are read (what a kept answer is checked by), and
-        their records and members taken, at C speed (``map``: a request
-        loads a thousand trees or more); the usages read."""
+    def _load_trees(self, batch: list[int]) -> None:
+        """_add_trees from the view, at C speed (``map``: a request loads a
+        thousand trees or more): the records and members of the trees, and
+        a read of the usages of their providers (what a kept answer is
+        checked by)."""
         view = self._view
         trees = list(map(view.member_ids.__getitem__, batch))
         new = set(itertools.chain.from_iterable(map(_OWN, trees)))
-        new = sorted(new.union(*set(map(_SERVING, trees))).difference(self._loaded))
-        used = self._add_usages(new)
+        new = frozenset(new.union(*set(map(_SERVING, trees))).difference(self._loaded))
+        self._read(new)
         self._loaded.update(new)
         self.providers.update(zip(new, map(view.records.__getitem__, new), strict=True))
         view_usages = view.all_usages
         self.all_usages.update({provider_id: view_usages[provider_id]
                                 for provider_id in view_usages.keys() & new})
         self.members.update(zip(batch, map(view.members.__getitem__, batch), strict=True))
-        return used
 
-    def _add_usages(self, provider_ids: Collection[int]) -> dict[tuple[int, int], int]:
-        """Read the usages of these providers (all at once when they are
-        most of them), unless every usage was read; what was read."""
-        if self._every_usage_read:
-            return {}
-        # all at once is cheaper than naming most providers
-        every = 2 * len(provider_ids) > len(self._copy.providers)
-        return self._read_usages(None if every else sorted(provider_ids))
-
-    def _kept_batch(self, batch: list[int], used: dict[tuple[int, int], int]
-                    ) -> tuple[KeptBatch, int]:
+    def _kept_batch(self, batch: list[int]) -> tuple[KeptBatch, int]:
         """What to keep of ``batch`` once loaded, and its size."""
         member_ids = {root_id: self._view.member_ids[root_id] for root_id in batch}
         records = {provider_id: self.providers[provider_id]
                    for tree in member_ids.values() for provider_id in tree.ids()}
         return (KeptBatch(
-            self._copy.serial, batch, used, member_ids, records,
+            self._copy.serial, batch, self._usages, member_ids, records,
             {root_id: self.members[root_id] for root_id in batch},
             {provider_id: self.all_usages[provider_id] for provider_id in records
              if provider_id in self.all_usages}),
-            kept_bytes(len(used)) + BATCH_BYTES * len(records))
+            kept_bytes(len(records)) + BATCH_BYTES * len(records))
 
-    def _read(self, provider_ids: list[int] | None, class_ids: list[int] | None
-              ) -> dict[tuple[int, int], int]:
-        """``usages`` of this request's transaction, each read recorded
-        (``reads``); a read ``reads_again`` already made is not made twice."""
-        used = (self._read_before.pop(_read_key(provider_ids, class_ids), None)
-                if self._read_before else None)
-        if used is None:
-            used = self._usages.of(provider_ids, class_ids)
-        self.reads.append((provider_ids, class_ids, used))
-        return used
+    def _read(self, provider_ids: frozenset[int] | None,
+              class_ids: frozenset[int] | None = None) -> None:
+        """Record that the usages of these providers and classes (None: of
+        every one) were read from this request's snapshot (``reads``)."""
+        self.reads.append((provider_ids, class_ids, self._usages))
 
     def reads_again(self, reads: list[UsageRead]) -> bool:
-        """Make ``reads`` (another request's, in their order) again: do
-        they give what they gave then? The search asks for its first reads
-        in that order whatever the usages, so that what was read here
-        before a read differed serves the search (``_read``)."""
-        for provider_ids, class_ids, used in reads:
-            now = self._read_before[_read_key(provider_ids, class_ids)] = self._usages.of(
-                provider_ids, class_ids)
-            if now != used:
-                return False
+        """Do ``reads`` (another request's) give the same usages from this
+        request's snapshot? Only the providers whose usage changed between
+        the two snapshots are looked at (``Usages.changed_since``)."""
+        now = self._usages
+        changed_since: dict[int, set[int]] = {}  # id of a snapshot -> what changed
+        for provider_ids, class_ids, then in reads:
+            if then is now:
+                continue
+            changed = changed_since.get(id(then))
+            if changed is None:
+                changed = changed_since[id(then)] = now.changed_since(then)
+            for provider_id in (changed if provider_ids is None
+                                else changed.intersection(provider_ids)):
+                if (_restricted(now.of_provider(provider_id), class_ids)
+                        != _restricted(then.of_provider(provider_id), class_ids)):
+                    return False
         return True
-
-    def _read_usages(self, provider_ids: list[int] | None) -> dict[tuple[int, int], int]:
-        """Read the usages of ``provider_ids`` (None: of every provider);
-        what was read."""
-        used = self._read(provider_ids, sorted(self._class_names))
-        self._used.update(used)
-        self._every_usage_read = self._every_usage_read or provider_ids is None
-        return used
 
     def usages_of(self, provider_ids: list[int]) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of every class of these
-        providers (where any is used). What the search read is taken as it
-        is (the same transaction): only the providers it did not read, or
-        that have classes it did not ask for, are read now."""
-        providers, requested = self._copy.providers, self._class_names.keys()
-        unread = [provider_id for provider_id in provider_ids
-                  if not (self._every_usage_read or provider_id in self._loaded)
-                  or not requested >= providers[provider_id].inventories.keys()]
-        if not unread:  # the usual request: the caller only reads it
-            return self._used
-        # a copy: the search's own holds the requested classes only
-        return {**self._used, **self._read(unread, None)}
+        providers (where any is used), read from this request's snapshot."""
+        if not provider_ids:
+            return {}
+        self._read(frozenset(provider_ids))
+        return self._usages.of(provider_ids, None)
 
     def every_usage(self) -> dict[tuple[int, int], int]:
         """(provider id, class id) -> amount used, of the requested classes
         of every provider, in a searched tree or not (where any is used)."""
-        if not self._every_usage_read:
-            self._read_usages(None)
-        return self._used
+        if self._every_usage is None:
+            class_ids = frozenset(self._class_names)
+            self._read(None, class_ids)
+            self._every_usage = self._usages.of(None, class_ids)
+        return self._every_usage
 
     def record(self, provider_id: int) -> Provider:
         """The search record of any provider of the copy, in a searched

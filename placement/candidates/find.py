@@ -119,7 +119,8 @@ def _answer_bytes(reads: list[UsageRead], candidates: Candidates) -> int:
     """About what a kept answer holds: its reads, its requests and the
     JSON of the whole answer (``rendered``; its summaries are their
     providers')."""
-    return (kept_bytes(sum(len(used) for _, _, used in reads))
+    return (kept_bytes(sum(len(provider_ids) for provider_ids, _, _ in reads
+                           if provider_ids is not None))
             + REQUEST_BYTES * len(candidates.allocation_requests)
             + LISTED_BYTES * len(candidates.provider_summaries))
 
