@@ -96,6 +96,10 @@ class TreeView:
         self.member_ids: dict[int, TreeMembers] = Lazy(self._members_of)
         self.records: dict[int, Provider] = Lazy(self._new_record)
         self.members: dict[int, list[Provider]] = Lazy(self._new_members)
+        # the requested classes by name, and provider id -> the most of each
+        # it can give (``_room``)
+        self.class_order = tuple(sorted(class_names.values()))
+        self.rooms: dict[int, tuple[int, ...] | None] = Lazy(self._room)
         # provider id -> the usages of every class it has, in the order of
         # its inventories (() when none is used), for the records that hold
         # every class: summaries are kept by them
@@ -122,8 +126,10 @@ class TreeView:
         records.update(self.records)
         all_usages.update(self.all_usages)
         members.update(self.members)
+        view.rooms.update(self.rooms)
         stale_roots = set()
         for provider_id in changed:
+            view.rooms.pop(provider_id, None)
             if records.pop(provider_id, None) is not None:
                 all_usages.pop(provider_id, None)
                 stale_roots.add(self.copy.providers[provider_id].root_id)
@@ -199,6 +205,23 @@ class TreeView:
             return [records[provider_id] for provider_id in tree.interleaved]
         own = [records[provider_id] for provider_id in tree.own]
         return own + self.serving_records(tree.serving) if tree.serving else own
+
+    def _room(self, provider_id: int) -> tuple[int, ...] | None:
+        """The most of each requested class (``class_order``) one group can
+        take from the provider: its room, within its max_unit (0 without
+        the class); None when a class has other unit rules (a min_unit or
+        step_size above 1: ``InventoryUsage.fits`` then decides)."""
+        inventories = self.records[provider_id].inventories
+        room = []
+        for class_name in self.class_order:
+            inventory = inventories.get(class_name)
+            if inventory is None:
+                room.append(0)
+            elif inventory.min_unit != 1 or inventory.step_size != 1:
+                return None
+            else:
+                room.append(min(inventory.capacity - inventory.used, inventory.max_unit))
+        return tuple(room)
 
     def _new_record(self, provider_id: int) -> Provider:
         """The search record of a provider, with its usages. It depends on
