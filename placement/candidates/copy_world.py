@@ -217,16 +217,17 @@ class CopyWorld(World):
         self.members.update(zip(batch, map(view.members.__getitem__, batch), strict=True))
 
     def _kept_batch(self, batch: list[int]) -> tuple[KeptBatch, int]:
-        """What to keep of ``batch`` once loaded, and its size."""
-        member_ids = {root_id: self._view.member_ids[root_id] for root_id in batch}
-        records = {provider_id: self.providers[provider_id]
-                   for tree in member_ids.values() for provider_id in tree.ids()}
+        """What to keep of ``batch``, the first batch of this request, once
+        loaded (every provider loaded so far is one of its trees'), and its
+        size."""
+        provider_ids = self._loaded
         return (KeptBatch(
-            self._copy.serial, batch, self._usages, member_ids, records,
-            {root_id: self.members[root_id] for root_id in batch},
-            {provider_id: self.all_usages[provider_id] for provider_id in records
-             if provider_id in self.all_usages}),
-            kept_bytes(len(records)) + BATCH_BYTES * len(records))
+            self._copy.serial, batch, self._usages,
+            dict(zip(batch, map(self._view.member_ids.__getitem__, batch), strict=True)),
+            dict(zip(provider_ids, map(self.providers.__getitem__, provider_ids), strict=True)),
+            dict(zip(batch, map(self.members.__getitem__, batch), strict=True)),
+            dict(self.all_usages)),
+            kept_bytes(len(provider_ids)) + BATCH_BYTES * len(provider_ids))
 
     def _read(self, provider_ids: frozenset[int] | None,
               class_ids: frozenset[int] | None = None) -> None:
