@@ -13,7 +13,7 @@ from operator import attrgetter, ge
 from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities
 from placement.candidates.checks import fits_every_class
 from placement.candidates.filters import AggregateFilter, TraitFilter
-from placement.candidates.kept import BATCH_BYTES, kept_bytes
+from placement.candidates.kept import BATCH_BYTES, VIEW_BYTES, kept_bytes
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider, RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy, random_order
@@ -358,14 +358,14 @@ class _View(Key[TreeView]):
 def _view_of(copy: ProviderCopy, usages: Usages, class_names: dict[int, str],
              whole_trees: bool) -> TreeView:
     """The view of the trees of ``copy`` for these classes, at ``usages``:
-    the kept one (rebased), or a new one, kept for the next requests."""
+    the kept one (rebased), or a new one, kept for the next requests. Its
+    size is counted again as it fills (by an eighth or more)."""
     key = _View(tuple(sorted(class_names.items())), whole_trees)
     kept = copy.kept.get(key)
-    if kept is not None and kept.copy is copy:
-        view = kept.at(usages)
-        if view is kept:
-            return view
-    else:
-        view = TreeView(copy, usages, class_names, whole_trees)
-    copy.kept.put(key, view, kept_bytes(0) + BATCH_BYTES * len(copy.providers))
+    view = (kept.at(usages) if kept is not None and kept.copy is copy
+            else TreeView(copy, usages, class_names, whole_trees))
+    records = len(view.records)
+    if view is not kept or records > view.counted_records + view.counted_records // 8:
+        view.counted_records = records
+        copy.kept.put(key, view, kept_bytes(0) + VIEW_BYTES * records)
     return view

@@ -138,6 +138,9 @@ LISTED_BYTES = 300
 RECORD_BYTES = 400
 # per provider of a kept batch (its entries in the batch's dicts)
 BATCH_BYTES = 300
+# per provider of a tree view (its entries in the view's dicts, its tree's
+# member list and its room)
+VIEW_BYTES = 470
 MEMBERS_BYTES = 150
 MEMBER_BYTES = 10
 SUMMARY_BYTES = 1200

@@ -110,6 +110,8 @@ class TreeView:
         # views rebased from one another (only added to: a root too many
         # costs a member list made again)
         self._serving_roots = {} if serving_roots is None else serving_roots
+        # how many records the kept store counts the view's size by
+        self.counted_records = 0
 
     def at(self, usages: Usages) -> TreeView:
         """This view with ``usages``: itself when they are its own, else a

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
-from placement.candidates import copy_world, follower
-from placement.candidates.kept import KeptStore
+from placement.candidates import copy_world, follower, tree_view
+from placement.candidates.kept import VIEW_BYTES, KeptStore
 from placement.candidates.provider_copy import ProviderCopy
+from placement.objects import resource_class
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import ProviderApi, in_process
 
@@ -125,6 +126,31 @@ def test_the_sizes_counted_for_provider_lists_are_about_their_memory(cloud):
     _assert_counted_as_traced(_store(cloud), lambda: [  # each list of its own
         client.call("GET", f"/resource_providers?resources=DISK_GB:{amount}")
         for amount in range(1, 21)])
+
+
+def test_the_size_counted_for_a_tree_view_is_about_its_memory(cloud):
+    """A tree view of every tree of the cloud (what requests of one set
+    of classes keep, whatever their filters): VIEW_BYTES per record."""
+    client = ProviderApi(in_process(build_app(cloud)))
+    client.candidates("resources=VCPU:1,MEMORY_MB:512,DISK_GB:10")  # memos made
+    with cloud.db.reader() as connection:
+        copy, usages = follower.current_with_usages(connection)
+        class_ids = resource_class.ids_from_names(connection, ["VCPU", "MEMORY_MB", "DISK_GB"])
+    class_names = {class_id: name for name, class_id in class_ids.items()}
+    gc.collect()
+    tracemalloc.start()
+    try:
+        traced_before = tracemalloc.get_traced_memory()[0]
+        view = tree_view.TreeView(copy, usages, class_names, whole_trees=False)
+        for root_id in copy.trees:
+            view.members[root_id], view.rooms[root_id]
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - traced_before
+    finally:
+        tracemalloc.stop()
+    counted = VIEW_BYTES * len(view.records)
+    assert len(view.records) == len(copy.providers)
+    assert 0.6 < traced / counted < 1.5, (traced, counted)
 
 
 def test_a_store_at_its_bound_answers_as_no_store(cloud):
