@@ -106,6 +106,13 @@ class _Anchors(Key[tuple[int, ...]]):
     __slots__ = ()
 
 
+class _ClassesReach(Key[frozenset[int]]):
+    # class_sets: tuple[tuple[int, frozenset[str]], ...]
+    # any_class: bool
+    # traits_serial: int | None (None when no trait is forbidden)
+    __slots__ = ()
+
+
 class _TraitReach(Key[frozenset[int]]):
     # trait: str
     # traits_serial: int
@@ -258,10 +265,7 @@ class ProviderCopy:
         def make() -> tuple[int, ...]:
             if not class_sets:
                 return ()
-            reaches = [self._class_reach(class_id, forbidden)
-                       for class_id, forbidden in class_sets]
-            if any_class:
-                reaches = [frozenset().union(*reaches)]
+            reaches = [self._classes_reach(class_sets, any_class)]
             reaches += [_union([self._aggregate_reach(uuid) for uuid in aggregate_uuids])
                         for aggregate_uuids in aggregate_sets]
             reaches += [self._tree_reach(root_id) for root_id in tree_roots]
@@ -280,6 +284,24 @@ class ProviderCopy:
             _Anchors(class_sets, aggregate_sets, tree_roots, trait_sets,
                      (root_required, root_forbidden), any_class,
                      self.traits_serial if names_traits else None), make)
+
+    def _classes_reach(self, class_sets: tuple[tuple[int, frozenset[str]], ...],
+                       any_class: bool) -> frozenset[int]:
+        """The roots every (with ``any_class``: one) ``_class_reach`` of
+        ``class_sets`` reaches, kept: requests of one flavor and other
+        filters all start from it."""
+        if len(class_sets) == 1:
+            (class_id, forbidden), = class_sets
+            return self._class_reach(class_id, forbidden)
+
+        def make() -> frozenset[int]:
+            reaches = sorted((self._class_reach(class_id, forbidden)
+                              for class_id, forbidden in class_sets), key=len)
+            return (frozenset().union(*reaches) if any_class
+                    else reaches[0].intersection(*reaches[1:]))
+        names_traits = any(forbidden for _, forbidden in class_sets)
+        return self.memo.get_or_make(_ClassesReach(
+            class_sets, any_class, self.traits_serial if names_traits else None), make)
 
     def _class_reach(self, class_id: int, forbidden: frozenset[str]) -> frozenset[int]:
         """Roots of trees with a provider that has an inventory of the
