@@ -215,7 +215,11 @@ placement_opts = [
         "listed), and so is what searches derive from each provider (its "
         "search record, its tree's members and its summary, about 1.8 kB), "
         "all emptied at once when it passes half of this bound or, in a "
-        "cloud where that is more, 2 kB per provider.",
+        "cloud where that is more, 2 kB per provider. Each set of resource "
+        "classes asked also keeps the trees its requests loaded, whatever "
+        "their filters (about 0.5 kB per provider: 13 MB for a whole cloud of "
+        "20 000 computes); in a large cloud asked for several sets of classes "
+        "with filters, raise this bound so that each set's trees fit.",
     ),
 ]
 

@@ -32,16 +32,21 @@ only those above it):
   usage change record beside the copy.
 - ``batches``: a tree's members as the search loads them, and the first
   batches of trees kept between requests.
+- ``tree_view``: ``TreeView``, the trees of the copy as one set of
+  requested classes searches them (members, search records, rooms) at one
+  usages snapshot, made as requests ask and kept for every later request
+  of those classes whatever its filters, rebased on a newer snapshot by
+  what changed.
 - ``copy_world``: ``CopyWorld``, the world of one request made from the
-  provider copy, with the usages of one snapshot of the mirror, taken
-  batch by batch as the search goes.
+  provider copy and the view of its classes, with the usages of one
+  snapshot of the mirror, taken batch by batch as the search goes.
 - ``answers`` and ``summaries``: what an answer is made of, its allocation
   requests and provider summaries.
 - ``find``: one request: names checked, the copy brought up to date, the
   search, the answer; a whole answer is kept too, for the next request of
   the same kind, given again while the copy (by its serial) is the same
-  and every usage read the search and the summaries made gives again what
-  it gave.
+  and no provider the search and the summaries read moved since the
+  snapshot they read.
 - ``explain``: the funnel of each group's checks and of the tree steps,
   counted on the same copy and usages as the search, and why each named
   provider is ruled out.

@@ -1,8 +1,9 @@
 """``CopyWorld``: the part of the provider copy one search needs, as
-``Provider`` records with this request's usages, made as the search goes
-(the trees of the anchors in batches, each just before it is searched),
-with what requests keep of it for later ones: search records and members
-in the providers' memos, first batches of trees in the kept store."""
+``Provider`` records with this request's usages, taken as the search goes
+(the trees of the anchors in batches, each just before it is searched)
+from the view of the request's classes (``tree_view``), with what requests
+keep of it for later ones: the views and first batches of trees in the
+kept store, search records and members in the providers' memos."""
 
 from __future__ import annotations
 
@@ -160,8 +161,9 @@ class CopyWorld(World):
         A request's first batch is often the first batch of the requests
         before it (the same classes without filters: every flavor of a
         cloud): once seen twice, what it was loaded into is kept and taken
-        again at once while no provider changed and its usages read the
-        same (a claim elsewhere in the cloud changes neither)."""
+        again at once while no provider changed, and where none of its
+        providers' usages moved since (a claim elsewhere in the cloud
+        changes neither)."""
         if self._loaded:
             self._load_trees(batch)
             return
@@ -362,7 +364,7 @@ def _view_of(copy: ProviderCopy, usages: Usages, class_names: dict[int, str],
     size is counted again as it fills (by an eighth or more)."""
     key = _View(tuple(sorted(class_names.items())), whole_trees)
     kept = copy.kept.get(key)
-    view = (kept.at(usages) if kept is not None and kept.copy is copy
+    view = (kept.at(copy, usages) if kept is not None
             else TreeView(copy, usages, class_names, whole_trees))
     records = len(view.records)
     if view is not kept or records > view.counted_records + view.counted_records // 8:

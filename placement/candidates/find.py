@@ -104,8 +104,9 @@ class _Answer(Key["_KeptAnswer | bool"]):
 class _KeptAnswer:
     """An answer, and what it was made from besides the request: the
     copy (by its serial) and the usages the search and the summaries
-    read, in order. The search being a function of those, the answer holds
-    while every read gives again what it gave."""
+    read (which providers, from which snapshot). The search being a
+    function of those, the answer holds while every read gives again what
+    it gave (``CopyWorld.reads_again``)."""
 
     __slots__ = ("serial", "reads", "candidates")
 

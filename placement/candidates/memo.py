@@ -15,7 +15,8 @@ changes, never edited in place):
   (its search record, its tree's members, its summary). A changed
   provider is a new record with a new memo.
 * ``ProviderCopy.kept`` (``kept.KeptStore``, one per database): results,
-  funnels, whole answers and provider lists kept across copies, bounded
+  funnels, whole answers, provider lists and tree views kept across
+  copies (a view names the copy it was made of), bounded
   by the sum of their sizes; each entry holds the records (or the copy
   serial, or the change counters) and usages it was made from, for the
   reader to compare with its own.

@@ -23,7 +23,7 @@ from placement.candidates.batches import TreeMembers
 from placement.candidates.kept import MEMBER_BYTES, MEMBERS_BYTES, RECORD_BYTES
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider
-from placement.candidates.provider_copy import ProviderCopy
+from placement.candidates.provider_copy import CachedProvider, ProviderCopy
 from placement.candidates.usage_mirror import Usages
 from placement.objects.inventory import InventoryUsage
 
@@ -85,7 +85,10 @@ class TreeView:
 
     def __init__(self, copy: ProviderCopy, usages: Usages, class_names: dict[int, str],
                  whole_trees: bool, serving_roots: dict[tuple[int, ...], set[int]] | None = None):
-        self.copy = copy
+        # weakly: a view kept past its copy (its class set not asked since)
+        # must not hold a copy of the whole cloud
+        self._copy = weakref.ref(copy)
+        self._places = copy.places
         self.usages = usages
         self._class_names = class_names
         self._whole_trees = whole_trees
@@ -95,6 +98,8 @@ class TreeView:
         self.members_key = MembersKey(None if whole_trees else frozenset(class_names))
         self.member_ids: dict[int, TreeMembers] = Lazy(self._members_of)
         self.records: dict[int, Provider] = Lazy(self._new_record)
+        # provider id -> the copy's record each search record was made from
+        self._made_from: dict[int, CachedProvider] = {}
         self.members: dict[int, list[Provider]] = Lazy(self._new_members)
         # the requested classes by name, and provider id -> the most of each
         # it can give (``_room``)
@@ -113,28 +118,49 @@ class TreeView:
         # how many records the kept store counts the view's size by
         self.counted_records = 0
 
-    def at(self, usages: Usages) -> TreeView:
-        """This view with ``usages``: itself when they are its own, else a
-        new one sharing what the providers whose usage changed did not make."""
-        if usages is self.usages:
+    @property
+    def copy(self) -> ProviderCopy:
+        copy = self._copy()
+        if copy is None:
+            raise ReferenceError("a tree view asked for after its copy")
+        return copy
+
+    def at(self, copy: ProviderCopy, usages: Usages) -> TreeView:
+        """This view for ``copy`` and ``usages``: itself when they are its
+        own; else a new one sharing what neither the providers whose usage
+        changed nor those ``copy`` holds other records of made (a copy
+        whose trees stand where they stood: an inventory or a trait
+        changed), or nothing at all (trees moved)."""
+        if copy is self._copy() and usages is self.usages:
             return self
-        view = TreeView(self.copy, usages, self._class_names, self._whole_trees,
-                        self._serving_roots)
-        changed = usages.changed_since(self.usages)
-        if len(changed) > max(_FEWEST_TO_START_AGAIN, len(self.records) // 8):
+        same_places = copy.places == self._places
+        view = TreeView(copy, usages, self._class_names, self._whole_trees,
+                        self._serving_roots if same_places else None)
+        if not same_places:
             return view
-        view.member_ids.update(self.member_ids)  # usages change no tree
+        changed = set() if usages is self.usages else usages.changed_since(self.usages)
+        made_from = list(self._made_from.items())  # at once: other threads add to it
+        if copy is not self._copy():
+            providers = copy.providers
+            changed.update(provider_id for provider_id, cached in made_from
+                           if providers.get(provider_id) is not cached)
+        if len(changed) > max(_FEWEST_TO_START_AGAIN, len(made_from) // 8):
+            return view
+        view.member_ids.update(self.member_ids)  # the trees stand where they stood
         records, all_usages, members = view.records, view.all_usages, view.members
         records.update(self.records)
+        view._made_from.update(made_from)
         all_usages.update(self.all_usages)
         members.update(self.members)
         view.rooms.update(self.rooms)
         stale_roots = set()
         for provider_id in changed:
             view.rooms.pop(provider_id, None)
-            if records.pop(provider_id, None) is not None:
+            cached = view._made_from.pop(provider_id, None)
+            if cached is not None:
+                records.pop(provider_id, None)
                 all_usages.pop(provider_id, None)
-                stale_roots.add(self.copy.providers[provider_id].root_id)
+                stale_roots.add(cached.root_id)
         for serving in list(self._serving_roots):
             if changed.isdisjoint(serving):
                 if serving in self._serving_records:
@@ -248,6 +274,7 @@ class TreeView:
                 for class_id, inventory_usage in cached.inventories.items()
                 if class_id in class_names}, cached.traits, cached.aggregates)
             self.copy.remember(cached, self.record_key, (usages, record, whole), RECORD_BYTES)
+        self._made_from[provider_id] = cached
         if whole:
             self.all_usages[provider_id] = usages
         return record

@@ -198,3 +198,17 @@ def test_a_searchs_world_is_freed_as_its_request_ends(cloud, monkeypatch):
         assert [world() for world in worlds] == [None] * 5
     finally:
         gc.enable()
+
+
+def test_a_tree_view_kept_past_its_copy_lets_the_copy_go(cloud):
+    """The view of a set of classes stays in the store after a provider
+    changed (a new copy) until those classes are asked again: it must not
+    hold the old copy, a copy of the whole cloud the store does not count."""
+    client = ProviderApi(in_process(build_app(cloud)))
+    client.candidates("resources=VCPU:1,MEMORY_MB:512&member_of=in:"
+                      "00000000-0000-4000-8000-000000000001")
+    old_copy = weakref.ref(_copy(cloud))
+    client.provider("new", VCPU=8)  # a new copy
+    client.candidates("resources=DISK_GB:10")  # other classes: another view
+    gc.collect()
+    assert old_copy() is None
