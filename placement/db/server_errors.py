@@ -32,13 +32,22 @@ _MYSQL_SERVER_GONE = frozenset({1053, 1927, 2002, 2003, 2006, 2013,
                                 # not yet prepared node for application use"
                                 1047})
 _POSTGRESQL_SERVER_GONE = ("08", "57P01", "57P02", "57P03")
+# A Galera node that just rejoined after a crash may answer a statement
+# firing a trigger with a parse error of the trigger's body (error 1064,
+# "Trigger ... has an error in its body", or "Unknown trigger ...") until
+# its triggers are usable again: a node not up yet, as the errors above.
+_MYSQL_PARSE_ERROR = 1064
+_MYSQL_TRIGGER_NOT_READY = "has an error in its body"
 
 
 def _is_server_gone(dialect: sa.engine.Dialect, error: BaseException) -> bool:
     driver_errors = dialect.loaded_dbapi
     if dialect.name == "mysql":
-        return isinstance(error, driver_errors.Error) and bool(error.args) \
-            and error.args[0] in _MYSQL_SERVER_GONE
+        if not (isinstance(error, driver_errors.Error) and error.args):
+            return False
+        number, text = error.args[0], str(error.args[-1])
+        return number in _MYSQL_SERVER_GONE or (
+            number == _MYSQL_PARSE_ERROR and _MYSQL_TRIGGER_NOT_READY in text)
     if dialect.name == "postgresql" and isinstance(error, driver_errors.OperationalError):
         # psycopg's own connection failures (refused, closed by the
         # server) carry no SQLSTATE.
