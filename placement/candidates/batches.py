@@ -6,8 +6,6 @@ the first batches of trees kept between requests of one set of classes
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Iterable
 from typing import NamedTuple
 
 from placement.candidates.memo import Key
@@ -19,8 +17,8 @@ class BatchKey(Key["KeptBatch | bool"]):
     """What a first batch of trees was loaded into, for requests of one
     set of classes (True: only seen once, see
     KeptStore.keep_once_asked_before)."""
-    # record_key: _SearchRecord (the requested classes)
-    # members_key: _Members (whole trees or not)
+    # record_key: tree_view.SearchRecordKey (the requested classes)
+    # members_key: tree_view.MembersKey (whole trees or not)
     # batch: tuple[int, ...] (the anchors, in the order searched)
     __slots__ = ()
 
@@ -38,9 +36,6 @@ class TreeMembers(NamedTuple):
     # the own ones (None: ``own + serving`` is in id order)
     interleaved: tuple[int, ...] | None
 
-    def ids(self) -> Iterable[int]:
-        return itertools.chain(self.own, self.serving)
-
 
 class KeptBatch:
     """The members, usages and search records of a first batch of trees:
@@ -49,16 +44,15 @@ class KeptBatch:
     loaded from). ``capacities``: what ``RootCapacities`` found of its
     roots, by class name."""
 
-    __slots__ = ("serial", "batch", "usages", "member_ids", "records", "provider_ids",
-                 "members", "all_usages", "capacities")
+    __slots__ = ("serial", "batch", "usages", "records", "provider_ids", "members",
+                 "all_usages", "capacities")
 
     def __init__(self, serial: int, batch: list[int], usages: Usages,
-                 member_ids: dict[int, TreeMembers], records: dict[int, Provider],
+                 records: dict[int, Provider],
                  members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
         self.serial = serial
         self.batch = batch
         self.usages = usages
-        self.member_ids = member_ids
         self.records = records
         self.provider_ids = frozenset(records)
         self.members = members

@@ -171,33 +171,19 @@ class CopyWorld(World):
         view = self._view
         key = BatchKey(view.record_key, view.members_key, tuple(batch))
         kept = store.get(key)
-        if isinstance(kept, KeptBatch) and kept.serial == self._copy.serial:
+        if (isinstance(kept, KeptBatch) and kept.serial == self._copy.serial
+                and (kept.usages is self._usages
+                     or kept.provider_ids.isdisjoint(self._usages.changed_since(kept.usages)))):
             self._read(kept.provider_ids)
             self._loaded.update(kept.provider_ids)
             self.all_usages.update(kept.all_usages)
-            changed = (set() if kept.usages is self._usages else
-                       self._usages.changed_since(kept.usages).intersection(kept.records))
-            if not changed:
-                self.providers.update(kept.records)
-                self.members.update(kept.members)
-                self._reused = (batch, kept)
-                return
-            # only the providers whose usages moved get new records, and
-            # the trees they are members of new member lists (the view's,
-            # which follows the usages of this request)
-            records = self.providers
-            records.update(kept.records)
-            for provider_id in changed:
-                records[provider_id] = view.records[provider_id]
-                self.all_usages.pop(provider_id, None)
-                if provider_id in view.all_usages:
-                    self.all_usages[provider_id] = view.all_usages[provider_id]
-            members = self.members
-            for root_id, tree in kept.member_ids.items():
-                members[root_id] = (kept.members[root_id] if changed.isdisjoint(tree.ids())
-                                    else view.members[root_id])
-        else:
-            self._load_trees(batch)
+            self.providers.update(kept.records)
+            self.members.update(kept.members)
+            self._reused = (batch, kept)
+            return
+        # a batch whose providers' usages moved is loaded again from the
+        # view (which follows this request's usages), and kept again
+        self._load_trees(batch)
         store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch),
                                      kept_bytes(0))
 
@@ -225,7 +211,6 @@ class CopyWorld(World):
         provider_ids = self._loaded
         return (KeptBatch(
             self._copy.serial, batch, self._usages,
-            dict(zip(batch, map(self._view.member_ids.__getitem__, batch), strict=True)),
             dict(zip(provider_ids, map(self.providers.__getitem__, provider_ids), strict=True)),
             dict(zip(batch, map(self.members.__getitem__, batch), strict=True)),
             dict(self.all_usages)),
@@ -352,7 +337,7 @@ _OWN = attrgetter("own")
 _SERVING = attrgetter("serving")
 # A view per set of requested classes and whole_trees, of one copy.
 class _View(Key[TreeView]):
-    # record_key: SearchRecordKey (the requested classes)
+    # classes: tuple[tuple[int, str], ...] ((id, name) of the requested classes)
     # whole_trees: bool
     __slots__ = ()
 
