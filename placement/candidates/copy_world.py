@@ -8,7 +8,7 @@ kept store, search records and members in the providers' memos."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter, ge
 
 from placement.candidates.batches import BatchKey, KeptBatch, RootCapacities
@@ -265,7 +265,7 @@ class CopyWorld(World):
         return self.providers[provider_id]
 
     def _roots_with_room(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
-                         ) -> Container[int]:
+                         ) -> set[int]:
         """roots_fitting from the rooms the view keeps of its providers,
         when ``amounts`` (by class name, as ``TreeView.class_order``) are
         of every requested class (a request of one group): one comparison
@@ -312,8 +312,19 @@ class CopyWorld(World):
         # class, or one an explanation asks for)
         return self._view.records[provider_id]
 
+    def roots_passing(self, roots: set[int], group: RequestGroup,
+                      passes: Callable[[Provider, Provider], bool]) -> set[int]:
+        # From the copy's indexes of traits and aggregates, whose records
+        # these are (``passes`` asks the same of one root).
+        copy = self._copy
+        roots = group.traits.members_among(roots, copy.trait_members)
+        roots = group.aggregates.members_among(roots, copy.aggregate_members)
+        if group.in_tree is not None:
+            roots = roots.intersection([self.tree_roots_by_uuid.get(group.in_tree)])
+        return roots
+
     def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
-                      ) -> Container[int]:
+                      ) -> set[int]:
         # A batch taken whole from a kept one answers from the room left in
         # its roots, kept with it by class.
         reused = self._reused

@@ -8,6 +8,7 @@ which turns them into ``ProviderFilters``) to select providers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 
 @dataclasses.dataclass
@@ -35,6 +36,19 @@ class _RequiredForbidden:
             if any_of.isdisjoint(names):
                 return False
         return self.forbidden.isdisjoint(names)
+
+    def members_among(self, among: set[int], members_of: Mapping[str, frozenset[int]]
+                      ) -> set[int]:
+        """Those of ``among`` (ids) passing ``satisfied_by``, from
+        ``members_of`` (name -> the ids having it): for a batch of providers
+        at once, by set operations at C speed instead of a test of each."""
+        passing = among
+        for any_of in self.required:
+            passing = set().union(*[passing.intersection(members_of.get(name, ()))
+                                    for name in any_of])
+        for name in self.forbidden:
+            passing = passing.difference(members_of.get(name, ()))
+        return passing
 
 
 @dataclasses.dataclass

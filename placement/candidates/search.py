@@ -449,14 +449,18 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
     root_filters = plan.single_filters
     sharing = world.sharing
     for batch in batches:
-        fitting = world.roots_fitting(batch, resources) if resources else ()
+        # the roots that alone pass every check of the group taking everything
+        giving_all: set[int] = set()
+        if resources:
+            giving_all = world.roots_fitting(batch, resources)
+            if root_filters is not None and giving_all:
+                giving_all = world.roots_passing(giving_all, plan.group, root_filters)
         for anchor in batch:
             if root_allowed is not None and not root_allowed(anchor):
                 continue
             root = providers[anchor]
             members = members_of[anchor]
-            if (anchor in fitting and members[0] is root
-                    and (root_filters is None or root_filters(root, root))):
+            if anchor in giving_all and members[0] is root:
                 # the root gives everything: the tree's first candidate,
                 # spreading or not (the checks of one provider taking
                 # everything are those of the root alone spreading)

@@ -10,11 +10,11 @@ import dataclasses
 import itertools
 import random
 from collections import defaultdict
-from collections.abc import Collection, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from operator import attrgetter
 
 from placement.candidates.checks import fits_every_class
-from placement.candidates.model import Provider
+from placement.candidates.model import Provider, RequestGroup
 
 
 @dataclasses.dataclass
@@ -50,13 +50,22 @@ class World:
         yield anchors
 
     def roots_fitting(self, batch: list[int], amounts: tuple[tuple[str, int], ...]
-                      ) -> Container[int]:
+                      ) -> set[int]:
         """The anchors of ``batch`` whose root alone has room for each
         (class, amount): ``fits_every_class`` of each root, which a world
         keeping its roots' capacities may answer for a whole batch at once."""
         providers = self.providers
         return {anchor for anchor in batch
                 if fits_every_class(providers[anchor].inventories, amounts)}
+
+    def roots_passing(self, roots: set[int], group: RequestGroup,
+                      passes: Callable[[Provider, Provider], bool]) -> set[int]:
+        """The anchors of ``roots`` whose root passes ``passes``: the
+        provider filters of ``group`` (traits, aggregates, in_tree) asked of
+        the root taking everything. A world with indexes of its providers'
+        traits and aggregates may answer for them all at once."""
+        providers = self.providers
+        return {anchor for anchor in roots if passes(providers[anchor], providers[anchor])}
 
     def member_parts(self, anchor: int) -> tuple[int, tuple[int, ...], list[Provider]] | None:
         """How the members of ``anchor`` are made, when they are its own

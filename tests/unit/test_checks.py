@@ -4,6 +4,9 @@ group has."""
 
 from __future__ import annotations
 
+import hypothesis
+import hypothesis.strategies as st
+
 from placement.candidates.checks import Check, TraitsCheck, group_checks
 from placement.candidates.filters import AggregateFilter, TraitFilter
 from placement.candidates.model import Provider, RequestGroup
@@ -72,3 +75,23 @@ def test_capacity_names_the_rule_broken():
     assert not class_checks.capacity.passes(CHILD, ROOT)
     assert class_checks.capacity.why(CHILD, ROOT, True) == (
         "capacity", "VCPU: requested 2, free 1 of capacity 4 (used 3)")
+
+
+NAMES = ("A", "B", "C", "D")
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(
+    names_of=st.dictionaries(st.integers(1, 30), st.frozensets(st.sampled_from(NAMES))),
+    required=st.lists(st.sets(st.sampled_from(NAMES), min_size=1), max_size=3),
+    forbidden=st.sets(st.sampled_from(NAMES), max_size=2))
+def test_members_among_are_those_a_filter_lets_through(names_of, required, forbidden):
+    """The batch form of a filter (set operations on an index of names)
+    keeps exactly the ids the filter's test of each passes."""
+    members_of: dict[str, frozenset[int]] = {
+        name: frozenset(provider_id for provider_id, names in names_of.items() if name in names)
+        for name in NAMES}
+    names_filter = TraitFilter(required=required, forbidden=forbidden)
+    assert names_filter.members_among(set(names_of), members_of) == {
+        provider_id for provider_id, names in names_of.items()
+        if names_filter.satisfied_by(names)}
