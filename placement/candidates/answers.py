@@ -9,7 +9,13 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from placement.candidates.memo import Memo
-from placement.candidates.model import OneProviderResult, Provider, Result, SpreadResult
+from placement.candidates.model import (
+    OneProviderResult,
+    Provider,
+    Result,
+    SpreadResult,
+    maker_of,
+)
 from placement.candidates.world import World
 
 
@@ -86,6 +92,10 @@ class Candidates:
     rendered: Memo = dataclasses.field(default_factory=Memo, compare=False, repr=False)
 
 
+_new_one_provider_request = maker_of(OneProviderRequest)
+_new_spread_request = maker_of(SpreadRequest)
+
+
 def allocation_requests(world: World, results: list[Result | OneProviderResult | SpreadResult]
                          ) -> list[AllocationRequest | OneProviderRequest | SpreadRequest]:
     """The allocation requests of ``results``. Many take the same resources
@@ -96,19 +106,25 @@ def allocation_requests(world: World, results: list[Result | OneProviderResult |
     shared = _SharedResources()
     givers = _SpreadGivers(shared)
     requests: list[AllocationRequest | OneProviderRequest | SpreadRequest] = []
+    # the amounts of the last result of one provider, and their dict: the
+    # results of a group share one tuple of amounts, whose hash a lookup
+    # would compute anew each time
+    last_amounts, last_resources = None, None
     for result in results:
         if type(result) is OneProviderResult:  # the most common by far
             provider_id, amounts, suffix = result
-            requests.append(OneProviderRequest(providers[provider_id].uuid, shared[amounts],
-                                               suffix))
+            if amounts is not last_amounts:
+                last_amounts, last_resources = amounts, shared[amounts]
+            requests.append(_new_one_provider_request(
+                (providers[provider_id].uuid, last_resources, suffix)))
             continue
         if type(result) is SpreadResult:
             choice, amounts, suffix = result
-            requests.append(SpreadRequest(
+            requests.append(_new_spread_request((
                 tuple([(providers[choice[position]].uuid, resources)
                        for position, resources in givers(choice, amounts)]),
                 suffix,
-                tuple([providers[provider_id].uuid for provider_id in sorted(set(choice))])))
+                tuple([providers[provider_id].uuid for provider_id in sorted(set(choice))]))))
             continue
         requests.append(_allocation_request(
             providers, [(provider_id, (class_name, amount))
@@ -141,18 +157,23 @@ class _SpreadGivers:
 
     def __init__(self, shared: _SharedResources):
         self._shared = shared
-        self._givers: dict[tuple, list[tuple[int, dict[str, int]]]] = {}
+        # pattern -> (the amounts, their givers): the spreads of an answer
+        # are of one group, so of one amounts object (a tuple of tuples,
+        # whose hash would be computed anew at each lookup)
+        self._givers: dict[tuple[int, ...], tuple[tuple, list[tuple[int, dict[str, int]]]]] = {}
 
     def __call__(self, choice: tuple[int, ...], amounts: tuple[tuple[str, int], ...]
                  ) -> list[tuple[int, dict[str, int]]]:
         pattern = tuple(map(choice.index, choice))
-        givers = self._givers.get((pattern, amounts))
-        if givers is None:
-            amounts_at: dict[int, list[tuple[str, int]]] = {}
-            for position, amount in zip(pattern, amounts, strict=True):
-                amounts_at.setdefault(position, []).append(amount)
-            givers = self._givers[pattern, amounts] = [
-                (position, self._shared[tuple(given)]) for position, given in amounts_at.items()]
+        kept = self._givers.get(pattern)
+        if kept is not None and kept[0] is amounts:
+            return kept[1]
+        amounts_at: dict[int, list[tuple[str, int]]] = {}
+        for position, amount in zip(pattern, amounts, strict=True):
+            amounts_at.setdefault(position, []).append(amount)
+        givers = [(position, self._shared[tuple(given)])
+                  for position, given in amounts_at.items()]
+        self._givers[pattern] = (amounts, givers)
         return givers
 
 

@@ -50,6 +50,8 @@ from placement.candidates.model import (
     Result,
     SearchOptions,
     SpreadResult,
+    new_one_provider_result,
+    new_spread_result,
 )
 from placement.candidates.world import World
 
@@ -467,7 +469,7 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
                 if len(members) > 1:
                     had_one.append(anchor)
                     root_gave_all.add(anchor)
-                result = OneProviderResult(anchor, resources, suffix)
+                result = new_one_provider_result((anchor, resources, suffix))
                 if sharing and anchor in sharing and _repeated(world, result, seen):
                     continue
                 yield result
@@ -505,8 +507,8 @@ def _lone_result_stream(world: World, plan: GroupSearch, anchor: int,
         choices = root_spread_choices(world, plan, anchor) if root_gave_all else None
         if choices is None:
             choices = spread_choices(world, plan, anchor)
-        return map(SpreadResult, choices,
-                   itertools.repeat(plan.resources), itertools.repeat(group.suffix))
+        return map(new_spread_result, zip(choices, itertools.repeat(plan.resources),
+                                          itertools.repeat(group.suffix)))
     return _lone_group_results(group, group_candidate_stream(world, plan, anchor))
 
 

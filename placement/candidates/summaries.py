@@ -27,7 +27,10 @@ def summaries(connection: sa.engine.Connection, copy: ProviderCopy, world: CopyW
     """Every provider of every tree giving resources to a result (only the
     giving providers themselves below 1.29 in a nested world), with the
     usages ``world`` searched with."""
-    giving = {provider_id for result in results for provider_id in result.giving()}
+    # a result of one provider (nearly all) names it first: no call for those
+    giving = {result[0] for result in results if type(result) is OneProviderResult}
+    giving.update(*[result.giving() for result in results
+                    if type(result) is not OneProviderResult])
     if nested_aware or not copy.has_nesting:
         roots = {copy.providers[provider_id].root_id for provider_id in giving}
         wanted = sorted(provider_id for root_id in roots for provider_id in copy.trees[root_id])
