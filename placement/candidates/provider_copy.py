@@ -73,9 +73,19 @@ def _same_place(old: CachedProvider | None, new: CachedProvider | None) -> bool:
 _COPY_ENTRIES = 64
 _PROVIDER_ENTRIES = 8
 
-def _union(sets: list[frozenset[int]]) -> frozenset[int]:
-    """The union of ``sets``, one of them as it is when it is the only one."""
-    return sets[0] if len(sets) == 1 else frozenset().union(*sets)
+def _intersection(reaches: list[frozenset[int] | list[frozenset[int]]]) -> frozenset[int]:
+    """The roots in every reach of ``reaches``: a set, or a list of sets
+    of which a root must be in one. An intersection costs the size of its
+    smaller set, and the reaches are kept sets of up to every root: the
+    sets are intersected smallest first, then each list's sets with what
+    is left, whose union is never built whole."""
+    sets = sorted((reach[0] if isinstance(reach, list) and len(reach) == 1 else reach
+                   for reach in reaches), key=len)
+    roots = frozenset.intersection(*[reach for reach in sets if not isinstance(reach, list)])
+    for any_of in sets:
+        if isinstance(any_of, list):
+            roots = frozenset().union(*[roots.intersection(reach) for reach in any_of])
+    return roots
 
 
 # The entries of a copy's memo: each is made from the indexes alone.
@@ -109,7 +119,8 @@ class _Anchors(Key[tuple[int, ...]]):
 class _ClassesReach(Key[frozenset[int]]):
     # class_sets: tuple[tuple[int, frozenset[str]], ...]
     # any_class: bool
-    # traits_serial: int | None (None when no trait is forbidden)
+    # trait_sets: tuple[frozenset[str], ...]
+    # traits_serial: int | None (None when no trait is named)
     __slots__ = ()
 
 
@@ -265,18 +276,14 @@ class ProviderCopy:
         def make() -> tuple[int, ...]:
             if not class_sets:
                 return ()
-            reaches = [self._classes_reach(class_sets, any_class)]
-            reaches += [_union([self._aggregate_reach(uuid) for uuid in aggregate_uuids])
+            # each a set of roots, or a list of sets of which a root is in one
+            reaches = [self._classes_reach(class_sets, any_class, trait_sets)]
+            reaches += [[self._aggregate_reach(uuid) for uuid in aggregate_uuids]
                         for aggregate_uuids in aggregate_sets]
             reaches += [self._tree_reach(root_id) for root_id in tree_roots]
-            reaches += [_union([self._trait_reach(name) for name in traits])
-                        for traits in trait_sets]
-            reaches += [_union([self.trait_members.get(name, frozenset()) for name in traits])
+            reaches += [[self.trait_members.get(name, frozenset()) for name in traits]
                         for traits in root_required]
-            # the smallest first: an intersection costs the size of its
-            # smaller set, and the reaches are kept sets of up to every root
-            reaches.sort(key=len)
-            roots = reaches[0].intersection(*reaches[1:])
+            roots = _intersection(reaches)
             for name in root_forbidden:
                 roots = roots - self.trait_members.get(name, frozenset())
             return tuple(sorted(roots))
@@ -286,22 +293,29 @@ class ProviderCopy:
                      self.traits_serial if names_traits else None), make)
 
     def _classes_reach(self, class_sets: tuple[tuple[int, frozenset[str]], ...],
-                       any_class: bool) -> frozenset[int]:
+                       any_class: bool, trait_sets: tuple[frozenset[str], ...] = ()
+                       ) -> frozenset[int]:
         """The roots every (with ``any_class``: one) ``_class_reach`` of
-        ``class_sets`` reaches, kept: requests of one flavor and other
-        filters all start from it."""
-        if len(class_sets) == 1:
+        ``class_sets`` reaches, and that reach one trait of each set of
+        ``trait_sets`` (``_trait_reach``), kept: requests of one flavor and
+        traits, whatever their other filters, all start from it (a cloud
+        asks few of those, and intersecting sets of every root is most of
+        what narrowing a request's trees costs)."""
+        if len(class_sets) == 1 and not trait_sets:
             (class_id, forbidden), = class_sets
             return self._class_reach(class_id, forbidden)
 
         def make() -> frozenset[int]:
             reaches = sorted((self._class_reach(class_id, forbidden)
                               for class_id, forbidden in class_sets), key=len)
-            return (frozenset().union(*reaches) if any_class
-                    else reaches[0].intersection(*reaches[1:]))
-        names_traits = any(forbidden for _, forbidden in class_sets)
+            roots = (frozenset().union(*reaches) if any_class
+                     else reaches[0].intersection(*reaches[1:]))
+            return _intersection([roots, *([self._trait_reach(name) for name in traits]
+                                           for traits in trait_sets)])
+        names_traits = bool(trait_sets) or any(forbidden for _, forbidden in class_sets)
         return self.memo.get_or_make(_ClassesReach(
-            class_sets, any_class, self.traits_serial if names_traits else None), make)
+            class_sets, any_class, trait_sets, self.traits_serial if names_traits else None),
+            make)
 
     def _class_reach(self, class_id: int, forbidden: frozenset[str]) -> frozenset[int]:
         """Roots of trees with a provider that has an inventory of the
