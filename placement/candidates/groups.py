@@ -18,8 +18,12 @@ from placement.candidates.checks import (
 )
 from placement.candidates.model import (
     GroupCandidate,
+    OneProviderResult,
     Provider,
     RequestGroup,
+    SpreadResult,
+    new_one_provider_result,
+    new_spread_result,
     one_provider_allocations,
 )
 from placement.candidates.world import World
@@ -107,7 +111,7 @@ def group_candidates(world: World, plan: GroupSearch, anchor: int) -> list[Group
 def group_candidate_stream(world: World, plan: GroupSearch, anchor: int
                            ) -> Iterator[GroupCandidate]:
     """The candidates of ``group_candidates``, in its order, made as they
-    are asked for (see ``first_group_candidate``)."""
+    are asked for (see ``first_result_finder``)."""
     group = plan.group
     if not group.resources:
         if plan.single.filters:
@@ -121,49 +125,47 @@ def group_candidate_stream(world: World, plan: GroupSearch, anchor: int
         yield from _single_stream(world, plan, anchor)
 
 
-# What first_group_candidate answers when the first candidate is further
-# than it looks (the group_candidate_stream then finds it).
+# What first_result_finder's finder answers when the first result is
+# further than it looks (the group_candidate_stream then finds it).
 NOT_AT_ONCE = object()
 
 
-def first_group_candidate(world: World, plan: GroupSearch, anchor: int
-                          ) -> GroupCandidate | None | object:
-    """The first candidate of ``group_candidate_stream``, without making
-    it: None when there is none, NOT_AT_ONCE when finding it takes more
-    than a look at each member (a spread group whose first combination
-    lacks a required trait, a resourceless group). The trees take turns
-    and a limit often takes only the first candidate of each: this is
-    what a request of one group asks of most trees."""
-    return first_candidate_finder(world, plan)(anchor)
-
-
-def first_candidate_finder(world: World, plan: GroupSearch
-                           ) -> Callable[[int], GroupCandidate | None | object]:
-    """``first_group_candidate`` of ``plan`` at any anchor, with what does
-    not depend on the anchor looked up once."""
+def first_result_finder(world: World, plan: GroupSearch
+                        ) -> Callable[[int], OneProviderResult | SpreadResult | None | object]:
+    """For a request of ``plan``'s group alone: the first result at any
+    anchor (its first candidate of ``group_candidate_stream``), made as a
+    result at once, without the candidate: None when there is none,
+    NOT_AT_ONCE when finding it takes more than a look at each member (a
+    spread group whose first combination lacks a required trait, a
+    resourceless group). The trees take turns and a limit often takes
+    only the first result of each: this is what a request of one group
+    asks of most trees. What does not depend on the anchor is looked up
+    once."""
     group = plan.group
     if not group.resources:
         return lambda anchor: NOT_AT_ONCE
     if group.in_tree is not None and group.in_tree not in world.tree_roots_by_uuid:
         return lambda anchor: None
     members_of, providers = world.members, world.providers
-    single_passes, resources = plan.single_passes, plan.resources
+    single_passes, resources, suffix = plan.single_passes, plan.resources, group.suffix
     spreads = plan.spread is not None
 
-    def first(anchor: int) -> GroupCandidate | None | object:
+    def first(anchor: int) -> OneProviderResult | SpreadResult | None | object:
         members = members_of[anchor]
         root = providers[anchor]
         if not spreads or (len(members) == 1 and members[0] is root):
             for provider in members:
                 if single_passes(provider, root):
-                    return _single_candidate(anchor, provider.id, resources)
+                    return new_one_provider_result((provider.id, resources, suffix))
             return None
         if not _may_have_traits(world, plan, anchor):
             return None
         choice = _first_spread_choice(world, plan, anchor)
         if choice is None:
             return None
-        return _spread_candidate(world, plan, anchor, choice) or NOT_AT_ONCE
+        if not _has_traits(world, plan, choice):
+            return NOT_AT_ONCE
+        return new_spread_result((choice, resources, suffix))
     return first
 
 
@@ -366,16 +368,6 @@ def _has_traits(world: World, plan: GroupSearch, provider_ids: Iterable[int]) ->
     records = world.providers
     together = frozenset().union(*[records[provider_id].traits for provider_id in provider_ids])
     return all([check.passes(together) for check in traits_checks])
-
-
-def _spread_candidate(world: World, plan: GroupSearch, anchor: int,
-                      choice: tuple[int, ...]) -> GroupCandidate | None:
-    """The candidate of ``choice`` (a provider per class, in the order of
-    ``plan.resources``), unless its providers lack a required trait
-    together."""
-    if not _has_traits(world, plan, choice):
-        return None
-    return _choice_candidate(anchor, choice, plan.resources)
 
 
 def _choice_candidate(anchor: int, choice: tuple[int, ...],

@@ -34,7 +34,7 @@ from placement.candidates.filters import TraitFilter
 from placement.candidates.groups import (
     NOT_AT_ONCE,
     GroupSearch,
-    first_candidate_finder,
+    first_result_finder,
     group_candidate_stream,
     group_candidates,
     group_search,
@@ -402,7 +402,7 @@ def _lone_turns(world: World, plan: GroupSearch, batches: Iterator[list[int]],
                 ) -> Iterator[Result | OneProviderResult]:
     """The results of a request of one group, the anchors taking turns (as
     ``_taking_turns`` takes them): the first turn asks each anchor for its
-    first candidate only (``first_group_candidate``), the later ones go
+    first result only (``first_result_finder``), the later ones go
     on with the candidates of those that had one."""
     seen: set[tuple] = set()
     # per anchor that had a first candidate and may have others: the
@@ -446,7 +446,7 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
     and those trees look no further (the most common result, made here
     without a call)."""
     suffix, resources = plan.group.suffix, plan.resources
-    first_candidate = first_candidate_finder(world, plan)
+    first_result = first_result_finder(world, plan)
     members_of, providers = world.members, world.providers
     root_filters = plan.single_filters
     sharing = world.sharing
@@ -474,7 +474,7 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
                     continue
                 yield result
                 continue
-            first = first_candidate(anchor)
+            first = first_result(anchor)
             if first is None:
                 continue
             if first is NOT_AT_ONCE:
@@ -486,7 +486,7 @@ def _lone_first_turn(world: World, plan: GroupSearch, batches: Iterator[list[int
             else:
                 if len(members) > 1:
                     had_one.append(anchor)
-                result = Result(first.allocations, {suffix: first.providers})
+                result = first
             result = _new_result(world, result, seen)
             if result is not None:
                 yield result
