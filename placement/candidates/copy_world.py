@@ -138,20 +138,25 @@ class CopyWorld(World):
     def anchor_batches(self, randomize: bool = False) -> Iterator[list[int]]:
         # The first turn of the anchors gives the limit one result at most
         # per anchor (none, when the anchor's trees are full or filtered
-        # out): batches start at the limit and double, so that what
-        # is loaded for nothing stays small next to what the search
-        # needed, in a few queries.
+        # out): the first batch is the limit's size. Most of its anchors
+        # give one, so the next batch is an eighth of it, and the batches
+        # double from there: what is loaded for nothing stays small next
+        # to what the search needed.
         anchor_ids = self._searched
-        size, remaining = self._first_batch or len(anchor_ids), len(anchor_ids)
+        first = self._first_batch or len(anchor_ids)
+        sizes = itertools.chain([first], (max(_SMALLEST_BATCH, first // 8) << doubling
+                                          for doubling in itertools.count()))
+        remaining = len(anchor_ids)
         order = random_order(anchor_ids) if randomize else iter(anchor_ids)
-        while remaining:
+        for size in sizes:
+            if not remaining:
+                return
             if 3 * size >= 2 * remaining:
                 size = remaining  # two batches would read more usages than one
             batch = list(itertools.islice(order, size))
             self._add_trees(batch)
             yield batch
             remaining -= len(batch)
-            size *= 2
 
     def _add_trees(self, batch: list[int]) -> None:
         """The members of the trees of ``batch``, their usages and their
