@@ -79,13 +79,40 @@ def _intersection(reaches: list[frozenset[int] | list[frozenset[int]]]) -> froze
     smaller set, and the reaches are kept sets of up to every root: the
     sets are intersected smallest first, then each list's sets with what
     is left, whose union is never built whole."""
-    sets = sorted((reach[0] if isinstance(reach, list) and len(reach) == 1 else reach
-                   for reach in reaches), key=len)
-    roots = frozenset.intersection(*[reach for reach in sets if not isinstance(reach, list)])
-    for any_of in sets:
-        if isinstance(any_of, list):
+    sets = sorted([reach[0] if isinstance(reach, list) else reach for reach in reaches
+                   if not isinstance(reach, list) or len(reach) == 1], key=len)
+    roots = frozenset.intersection(*sets)
+    for any_of in reaches:
+        if isinstance(any_of, list) and len(any_of) > 1:
             roots = frozenset().union(*[roots.intersection(reach) for reach in any_of])
     return roots
+
+
+class _Reach:
+    """The roots a request's classes and traits reach (``roots``), and the
+    part of each aggregate's reach within them, made when first asked:
+    requests of one flavor differ mostly by their member_of, among the
+    cloud's aggregates, and intersecting an aggregate's roots with a
+    reach of most of the cloud is most of what narrowing costs. What is
+    kept of the aggregates stays within the size of ``roots``."""
+
+    __slots__ = ("roots", "_within", "_kept_size")
+
+    def __init__(self, roots: frozenset[int]):
+        self.roots = roots
+        self._within: dict[str, frozenset[int]] = {}
+        self._kept_size = 0
+
+    def within(self, aggregate_uuid: str, reach_of: Callable[[str], frozenset[int]]
+               ) -> frozenset[int]:
+        """The roots of ``reach_of(aggregate_uuid)`` within ``roots``."""
+        within = self._within.get(aggregate_uuid)
+        if within is None:
+            within = self.roots.intersection(reach_of(aggregate_uuid))
+            if self._kept_size + len(within) <= len(self.roots):
+                self._kept_size += len(within)
+                self._within[aggregate_uuid] = within
+        return within
 
 
 # The entries of a copy's memo: each is made from the indexes alone.
@@ -116,7 +143,7 @@ class _Anchors(Key[tuple[int, ...]]):
     __slots__ = ()
 
 
-class _ClassesReach(Key[frozenset[int]]):
+class _ClassesReach(Key[_Reach]):
     # class_sets: tuple[tuple[int, frozenset[str]], ...]
     # any_class: bool
     # trait_sets: tuple[frozenset[str], ...]
@@ -276,10 +303,16 @@ class ProviderCopy:
         def make() -> tuple[int, ...]:
             if not class_sets:
                 return ()
-            # each a set of roots, or a list of sets of which a root is in one
-            reaches = [self._classes_reach(class_sets, any_class, trait_sets)]
-            reaches += [[self._aggregate_reach(uuid) for uuid in aggregate_uuids]
-                        for aggregate_uuids in aggregate_sets]
+            reach = self._classes_reach(class_sets, any_class, trait_sets)
+            # each a set of roots, or a list of sets of which a root is in
+            # one; the roots each set of aggregates reaches within the
+            # classes' reach, if any, are within it already
+            reaches: list[frozenset[int] | list[frozenset[int]]] = [
+                frozenset().union(*[reach.within(uuid, self._aggregate_reach)
+                                    for uuid in aggregate_uuids])
+                if len(aggregate_uuids) > 1
+                else reach.within(next(iter(aggregate_uuids)), self._aggregate_reach)
+                for aggregate_uuids in aggregate_sets] or [reach.roots]
             reaches += [self._tree_reach(root_id) for root_id in tree_roots]
             reaches += [[self.trait_members.get(name, frozenset()) for name in traits]
                         for traits in root_required]
@@ -293,25 +326,20 @@ class ProviderCopy:
                      self.traits_serial if names_traits else None), make)
 
     def _classes_reach(self, class_sets: tuple[tuple[int, frozenset[str]], ...],
-                       any_class: bool, trait_sets: tuple[frozenset[str], ...] = ()
-                       ) -> frozenset[int]:
+                       any_class: bool, trait_sets: tuple[frozenset[str], ...] = ()) -> _Reach:
         """The roots every (with ``any_class``: one) ``_class_reach`` of
         ``class_sets`` reaches, and that reach one trait of each set of
         ``trait_sets`` (``_trait_reach``), kept: requests of one flavor and
         traits, whatever their other filters, all start from it (a cloud
         asks few of those, and intersecting sets of every root is most of
         what narrowing a request's trees costs)."""
-        if len(class_sets) == 1 and not trait_sets:
-            (class_id, forbidden), = class_sets
-            return self._class_reach(class_id, forbidden)
-
-        def make() -> frozenset[int]:
+        def make() -> _Reach:
             reaches = sorted((self._class_reach(class_id, forbidden)
                               for class_id, forbidden in class_sets), key=len)
             roots = (frozenset().union(*reaches) if any_class
                      else reaches[0].intersection(*reaches[1:]))
-            return _intersection([roots, *([self._trait_reach(name) for name in traits]
-                                           for traits in trait_sets)])
+            return _Reach(_intersection([roots, *([self._trait_reach(name) for name in traits]
+                                                  for traits in trait_sets)]))
         names_traits = bool(trait_sets) or any(forbidden for _, forbidden in class_sets)
         return self.memo.get_or_make(_ClassesReach(
             class_sets, any_class, trait_sets, self.traits_serial if names_traits else None),

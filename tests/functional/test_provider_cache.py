@@ -269,9 +269,38 @@ def test_many_sharing_providers_in_few_aggregates_are_reached_through_the_aggreg
         disk_gb = resource_class.id_from_name(connection, "DISK_GB")
     anchors = copy.anchors([(disk_gb, frozenset())], (), ())
     assert {copy.providers[root_id].uuid for root_id in anchors} == reached
-    # the trees the class reaches, and those of each aggregate's members
-    assert len(copy.memo) == 3
+    # the trees the class reaches (alone, and as the reach of a request's
+    # classes), and those of each aggregate's members
+    assert len(copy.memo) == 4
     assert len(client.candidate_sets("resources=VCPU:1,DISK_GB:10")) == 4 * 15
+
+
+def test_the_trees_of_an_aggregate_within_a_class_reach_are_kept_exact(client, database):
+    """The anchors of a class within some aggregates are the trees with
+    the class in one of them, whichever other aggregates earlier requests
+    of the class asked (each aggregate's part of the class's reach is
+    kept with it)."""
+    aggregates = [str(uuid_lib.uuid4()) for _ in range(3)]
+    with_vcpu: dict[str, set[str]] = {aggregate: set() for aggregate in aggregates}
+    for index in range(12):
+        inventories = {"VCPU": 4} if index % 3 else {"MEMORY_MB": 1024}
+        compute = client.provider(f"cn{index}", **inventories)
+        # some in two aggregates
+        member_of = {aggregates[index % 3], aggregates[0] if index % 4 == 0 else aggregates[1]}
+        client.call("PUT", f"/resource_providers/{compute}/aggregates", {
+            "resource_provider_generation": client.generation(compute),
+            "aggregates": sorted(member_of)})
+        for aggregate in member_of if "VCPU" in inventories else ():
+            with_vcpu[aggregate].add(compute)
+    with database.db.reader() as connection:
+        copy = follower.current(connection)
+        vcpu = resource_class.id_from_name(connection, "VCPU")
+    for asked in ([0, 1], [1, 2], [2], [0, 1, 2], [0]):
+        anchors = copy.anchors([(vcpu, frozenset())],
+                               [frozenset(aggregates[index] for index in asked)], ())
+        assert {copy.providers[root_id].uuid for root_id in anchors} == set().union(
+            *(with_vcpu[aggregates[index]] for index in asked)), asked
+        assert list(anchors) == sorted(anchors)
 
 
 @pytest.fixture
