@@ -81,3 +81,29 @@ def test_results_found_in_a_late_batch(database):
     assert len(everything) == 4
     assert allocation_requests(database, groups, group_policy="none",
                                limit=3) == everything[:3]
+
+
+@pytest.mark.parametrize("classes", [["VCPU"], ["MEMORY_MB", "VCPU"],
+                                     ["DISK_GB", "MEMORY_MB", "VCPU"],
+                                     ["DISK_GB", "MEMORY_MB", "VCPU", "VGPU"]])
+def test_a_batch_keeps_the_roots_with_room_for_every_class(classes):
+    """Which roots of a batch have room is found from the rooms the view
+    keeps, a comparison per class (CopyWorld.roots_fitting): a root short
+    of any one class, by its usage or by its inventory, gives nothing."""
+    database = FreshDatabase()
+    try:
+        with database.db.writer() as connection:
+            writer = ProviderWriter(connection)
+            for name in classes:
+                writer.provider(f"USED-{name}", **{other: 4 for other in classes})
+                writer.allocation(f"USED-{name}", name, 1)
+                writer.provider(f"SMALL-{name}",
+                                **{other: 3 if other == name else 4 for other in classes})
+            writer.provider("FITS", **{name: 4 for name in classes})
+        groups = [RequestGroup("", {name: 4 for name in classes})]
+        for limit in (None, 10):
+            found = allocation_requests(database, groups, limit=limit)
+            assert [set(request.allocations) for request in found] == [
+                {os.environ["FITS_UUID"]}], limit
+    finally:
+        database.close()
