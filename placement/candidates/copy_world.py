@@ -199,14 +199,19 @@ class CopyWorld(World):
         checked by)."""
         view = self._view
         trees = list(map(view.member_ids.__getitem__, batch))
-        new = set(itertools.chain.from_iterable(map(_OWN, trees)))
-        new = frozenset(new.union(*set(map(_SERVING, trees))).difference(self._loaded))
+        # one set made (a batch holds a thousand trees or more), the
+        # serving sets (shared by many trees) taken once each
+        new = frozenset(itertools.chain(itertools.chain.from_iterable(map(_OWN, trees)),
+                                        *set(map(_SERVING, trees))))
+        if self._loaded:
+            new = new.difference(self._loaded)
         self._read(new)
         self._loaded.update(new)
         self.providers.update(zip(new, map(view.records.__getitem__, new), strict=True))
-        view_usages = view.all_usages
-        self.all_usages.update({provider_id: view_usages[provider_id]
-                                for provider_id in view_usages.keys() & new})
+        with_all_usages = view.all_usages.keys() & new
+        self.all_usages.update(zip(with_all_usages,
+                                   map(view.all_usages.__getitem__, with_all_usages),
+                                   strict=True))
         self.members.update(zip(batch, map(view.members.__getitem__, batch), strict=True))
 
     def _kept_batch(self, batch: list[int]) -> tuple[KeptBatch, int]:
