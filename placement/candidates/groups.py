@@ -324,10 +324,31 @@ def spread_choices(world: World, plan: GroupSearch, anchor: int) -> Iterator[tup
     if not _may_have_traits(world, plan, anchor):
         return iter(())
     options = _spread_options(world, plan, anchor)
-    choices = itertools.product(*options)
     if _every_choice_has_traits(world, plan, options):
-        return choices
-    return (choice for choice in choices if _has_traits(world, plan, choice))
+        return itertools.product(*options)
+    return _choices_with_traits(world, plan, options)
+
+
+def _choices_with_traits(world: World, plan: GroupSearch, options: list[list[int]]
+                         ) -> Iterator[tuple[int, ...]]:
+    """The choices of the product of ``options`` whose providers have a
+    spread group's required traits together, in the product's order. The
+    last class's options are sorted out once per choice of the others, by
+    their traits (a nested tree's disk is its root's, whose traits
+    complete the choice, or one of the sharing providers', all alike)."""
+    records, checks = world.providers, plan.spread.together
+    *others, last = options
+    last_traits = [(provider_id, records[provider_id].traits) for provider_id in last]
+    for chosen in itertools.product(*others):
+        traits = frozenset().union(*[records[provider_id].traits for provider_id in chosen])
+        completes: dict[frozenset[str], bool] = {}
+        for provider_id, own in last_traits:
+            passes = completes.get(own)
+            if passes is None:
+                together = traits | own
+                passes = completes[own] = all([check.passes(together) for check in checks])
+            if passes:
+                yield (*chosen, provider_id)
 
 
 def root_spread_choices(world: World, plan: GroupSearch, anchor: int
