@@ -13,6 +13,7 @@ from placement.candidates.checks import (
     Check,
     ClassChecks,
     GroupChecks,
+    TraitsCheck,
     fits_every_class,
     group_checks,
 )
@@ -209,10 +210,7 @@ def _may_have_traits(world: World, plan: GroupSearch, anchor: int) -> bool:
     else:
         own_count, (_, serving_traits) = parts
         offered = serving_traits.union(*[provider.traits for provider in members[:own_count]])
-    for check in traits_checks:
-        if not check.passes(offered):
-            return False
-    return True
+    return _traits_pass(traits_checks, offered)
 
 
 def _serving_parts(world: World, plan: GroupSearch, anchor: int
@@ -345,8 +343,7 @@ def _choices_with_traits(world: World, plan: GroupSearch, options: list[list[int
         for provider_id, own in last_traits:
             passes = completes.get(own)
             if passes is None:
-                together = traits | own
-                passes = completes[own] = all([check.passes(together) for check in checks])
+                passes = completes[own] = _traits_pass(checks, traits | own)
             if passes:
                 yield (*chosen, provider_id)
 
@@ -387,7 +384,13 @@ def _has_traits(world: World, plan: GroupSearch, provider_ids: Iterable[int]) ->
     if not traits_checks:
         return True
     records = world.providers
-    together = frozenset().union(*[records[provider_id].traits for provider_id in provider_ids])
+    return _traits_pass(traits_checks, frozenset().union(
+        *[records[provider_id].traits for provider_id in provider_ids]))
+
+
+def _traits_pass(traits_checks: tuple[TraitsCheck, ...], together: frozenset[str]) -> bool:
+    """Do the traits of a choice's providers, ``together``, pass a spread
+    group's traits checks?"""
     return all([check.passes(together) for check in traits_checks])
 
 

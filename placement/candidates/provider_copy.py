@@ -114,6 +114,15 @@ class _Reach:
                 self._within[aggregate_uuid] = within
         return within
 
+    def within_any(self, aggregate_uuids: frozenset[str],
+                   reach_of: Callable[[str], frozenset[int]]) -> frozenset[int]:
+        """The roots within ``roots`` that any of ``aggregate_uuids``
+        reaches: a single aggregate's kept set as it is, not copied."""
+        if len(aggregate_uuids) == 1:
+            return self.within(next(iter(aggregate_uuids)), reach_of)
+        return frozenset().union(*[self.within(aggregate_uuid, reach_of)
+                                   for aggregate_uuid in aggregate_uuids])
+
 
 # The entries of a copy's memo: each is made from the indexes alone.
 
@@ -308,10 +317,7 @@ class ProviderCopy:
             # one; the roots each set of aggregates reaches within the
             # classes' reach, if any, are within it already
             reaches: list[frozenset[int] | list[frozenset[int]]] = [
-                frozenset().union(*[reach.within(uuid, self._aggregate_reach)
-                                    for uuid in aggregate_uuids])
-                if len(aggregate_uuids) > 1
-                else reach.within(next(iter(aggregate_uuids)), self._aggregate_reach)
+                reach.within_any(aggregate_uuids, self._aggregate_reach)
                 for aggregate_uuids in aggregate_sets] or [reach.roots]
             reaches += [self._tree_reach(root_id) for root_id in tree_roots]
             reaches += [[self.trait_members.get(name, frozenset()) for name in traits]
