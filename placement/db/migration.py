@@ -393,13 +393,15 @@ def plan(engine: sa.engine.Engine) -> Plan:
         rows = (_count(connection, "allocations") + _count(connection, "inventories")
                 if found.kind != "empty" else 0)
         if found.kind == "ours":
-            steps.append(Step("check the kept usages (inventories.used) against the "
-                              "allocations; recompute them and make every process reload "
-                              "its provider copy only if one is wrong", rows, "usages"))
+            steps.append(Step("check the kept usages (inventories.used, the projects') "
+                              "against the allocations; recompute them and make every "
+                              "process reload its provider copy only if one is wrong",
+                              rows, "usages"))
         elif found.kind != "empty":
-            steps.append(Step("recompute the kept usages (inventories.used) from the "
-                              "allocations (writers of allocations wait meanwhile) and "
-                              "make every process reload its provider copy", rows, "usages"))
+            steps.append(Step("recompute the kept usages (inventories.used, the projects') "
+                              "from the allocations (writers of allocations wait meanwhile) "
+                              "and make every process reload its provider copy",
+                              rows, "usages"))
         return Plan(found, steps, refusals)
 
 
@@ -449,8 +451,9 @@ def _wrong_usages(connection: sa.engine.Connection) -> int:
 
 
 def recompute_derived(engine: sa.engine.Engine, force: bool = True) -> int:
-    """Compute ``inventories.used`` from the allocations, and make every
-    process reload its provider copy: whatever wrote the database before
+    """Compute ``inventories.used`` and the project usages from the
+    allocations (and consumers), and make every process reload its
+    provider copy: whatever wrote the database before
     (the original service without our triggers, an operator), our derived
     state is then right. Writers of allocations wait meanwhile (the
     triggers keep the usages from the next write on). Unless ``force``d,
@@ -459,7 +462,7 @@ def recompute_derived(engine: sa.engine.Engine, force: bool = True) -> int:
     backend = engine.dialect.name
     if not force:
         with engine.connect() as connection, connection.begin():
-            if not _wrong_usages(connection):
+            if not _wrong_usages(connection) and not triggers.project_usages_wrong(connection):
                 return 0
     options = {"isolation_level": "REPEATABLE READ"} if backend == "mysql" else {}
     with engine.connect().execution_options(**options) as connection:
@@ -478,6 +481,7 @@ def recompute_derived(engine: sa.engine.Engine, force: bool = True) -> int:
                                    .values(used=_SUM_OF_ALLOCATIONS))
                 LOG.warning("Recomputed %d kept usages that were not the sum of their "
                             "allocations.", count)
+            triggers.recompute_project_usages(connection)
             provider_changes.request_reload(connection)
     return count
 

@@ -241,3 +241,45 @@ allocation_allowances = sa.Table(
     sa.Column("used", sa.BigInteger, nullable=False),
     **MYSQL_TABLE_OPTIONS,
 )
+
+
+def _project_group() -> list[sa.Column]:
+    """The key of a group of a project's consumers: the project's, the
+    user's and the consumer type's ids (0: none)."""
+    return [sa.Column(name, sa.Integer, primary_key=True, autoincrement=False)
+            for name in ("project_id", "user_id", "consumer_type_id")]
+
+
+# A project's usages, kept by the database's triggers
+# (placement.db.triggers) so that GET /usages reads a few rows instead of
+# every consumer of the project joined to its allocations: per project,
+# user, consumer type (0: none) and class, the sum of the allocations of
+# those consumers and how many allocation rows that is;
+project_usages = sa.Table(
+    "project_usages",
+    metadata,
+    *_project_group(),
+    sa.Column("resource_class_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("used", sa.BigInteger, nullable=False),
+    sa.Column("allocations", sa.BigInteger, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# per consumer (by uuid), how many allocation rows it has;
+consumer_allocations = sa.Table(
+    "consumer_allocations",
+    metadata,
+    sa.Column("consumer_id", sa.String(36), primary_key=True, autoincrement=False),
+    sa.Column("allocations", sa.BigInteger, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# and per project, user and consumer type (0: none), how many of those
+# consumers have an allocation.
+project_consumers = sa.Table(
+    "project_consumers",
+    metadata,
+    *_project_group(),
+    sa.Column("consumers", sa.BigInteger, nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -1,7 +1,7 @@
 """Database triggers that keep placement's derived state, whoever writes.
 
-Two things in the database are derived from other rows, and the service
-relies on both being right at every commit:
+Three things in the database are derived from other rows, and the service
+relies on them being right at every commit:
 
 - ``inventories.used``: the sum of the inventory's allocations, which the
   capacity checks and usages read instead of summing allocations;
@@ -9,7 +9,12 @@ relies on both being right at every commit:
   providers changed what they *are* (the provider row, its inventories,
   traits and aggregates), which every process's provider copy follows;
   and the usage change record beside it: which providers' ``used`` moved,
-  which every process's usage mirror follows.
+  which every process's usage mirror follows;
+- a project's usages (``project_usages``, ``consumer_allocations``,
+  ``project_consumers``): per project, user, consumer type and class the
+  sum of the consumers' allocations, and how many consumers have one,
+  which ``GET /usages`` reads instead of joining every consumer of the
+  project to its allocations.
 
 And one invariant: no allocation row may take an inventory's usage past
 its capacity, ``(total - reserved) * allocation_ratio``. The triggers that
@@ -86,6 +91,9 @@ class Trigger:
     new_used: str | None = None
     # an SQL condition on the row: the body runs only when it holds
     when: str | None = None
+    # the tables of ours it reads or writes (its own among them): before
+    # the migration making them, it is not installed
+    needs: tuple[str, ...] = ()
 
     def conditions(self, changed: str, joined: str) -> list[str]:
         """The conditions of the body: one of ``columns`` changed (each
@@ -182,6 +190,183 @@ def _usage_triggers(dialect: str) -> list[Trigger]:
     ]
 
 
+def _upsert(dialect: str, table: str, keys: tuple[str, ...], sums: tuple[str, ...],
+            rows: str) -> str:
+    """Insert ``rows`` (a SELECT with a WHERE, or VALUES: ``keys`` then
+    ``sums``) into ``table``, or add their ``sums`` to the row of the same
+    keys."""
+    columns = ", ".join(keys + sums)
+    if dialect == "mysql":
+        added = ", ".join(f"{name} = {name} + VALUES({name})" for name in sums)
+        return f"INSERT INTO {table} ({columns}) {rows} ON DUPLICATE KEY UPDATE {added};"
+    added = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in sums)
+    return (f"INSERT INTO {table} ({columns}) {rows} "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {added};")
+
+
+# A project's usages (tables.project_usages, consumer_allocations and
+# project_consumers), keyed by the project, user and type (0: none) of the
+# consumers: the columns, and their values for a consumers row ``c``.
+_GROUP = ("project_id", "user_id", "consumer_type_id")
+_GROUP_OF_CONSUMER = "c.project_id, c.user_id, COALESCE(c.consumer_type_id, 0)"
+
+
+def _group_of(consumer: str) -> str:
+    """The condition naming the rows of the group of the consumer whose
+    uuid is ``consumer`` (an expression): three scalar subqueries of the
+    consumers' uuid index, so that the rows are found by their primary
+    key on every backend. No row when that consumer row is missing."""
+    return " AND ".join(
+        f"{column} = (SELECT {value} FROM consumers c WHERE c.uuid = {consumer})"
+        for column, value in (("project_id", "c.project_id"), ("user_id", "c.user_id"),
+                              ("consumer_type_id", "COALESCE(c.consumer_type_id, 0)")))
+
+
+def _group_is(row: str) -> str:
+    """The condition naming the rows of the group of the consumers row
+    ``row`` (NEW or OLD)."""
+    return (f"project_id = {row}.project_id AND user_id = {row}.user_id "
+            f"AND consumer_type_id = COALESCE({row}.consumer_type_id, 0)")
+
+
+def _allocation_added(dialect: str, row: str) -> str:
+    """The allocation ``row`` added to its consumer's group (when the
+    consumer row is there: else the consumer's own trigger adds it) and
+    counted among its consumer's allocation rows."""
+    return (_upsert(dialect, "project_usages", _GROUP + ("resource_class_id",),
+                    ("used", "allocations"),
+                    f"SELECT {_GROUP_OF_CONSUMER}, "
+                    f"{row}.resource_class_id, {row}.used, 1 FROM consumers c "
+                    f"WHERE c.uuid = {row}.consumer_id")
+            + " " + _upsert(dialect, "consumer_allocations", ("consumer_id",), ("allocations",),
+                            f"VALUES ({row}.consumer_id, 1)"))
+
+
+def _allocation_removed(row: str) -> str:
+    """The allocation ``row`` taken out of its consumer's group and count
+    (a consumer without allocation rows has no count row)."""
+    return (f"UPDATE project_usages SET used = used - {row}.used, "
+            f"allocations = allocations - 1 WHERE {_group_of(f'{row}.consumer_id')} "
+            f"AND resource_class_id = {row}.resource_class_id; "
+            "UPDATE consumer_allocations SET allocations = allocations - 1 "
+            f"WHERE consumer_id = {row}.consumer_id; "
+            "DELETE FROM consumer_allocations "
+            f"WHERE consumer_id = {row}.consumer_id AND allocations = 0;")
+
+
+def _consumer_added(dialect: str, row: str) -> str:
+    """The allocations the consumers row ``row`` already has, added to its
+    group, and the consumer counted in it if it has any."""
+    return (_upsert(dialect, "project_usages", _GROUP + ("resource_class_id",),
+                    ("used", "allocations"),
+                    f"SELECT {row}.project_id, {row}.user_id, "
+                    f"COALESCE({row}.consumer_type_id, 0), a.resource_class_id, "
+                    f"SUM(a.used), COUNT(*) FROM allocations a WHERE a.consumer_id = {row}.uuid "
+                    "GROUP BY a.resource_class_id")
+            + " " + _upsert(dialect, "project_consumers", _GROUP, ("consumers",),
+                            f"SELECT {row}.project_id, {row}.user_id, "
+                            f"COALESCE({row}.consumer_type_id, 0), 1 "
+                            "FROM consumer_allocations n "
+                            f"WHERE n.consumer_id = {row}.uuid"))
+
+
+def _consumer_removed(row: str) -> str:
+    """The allocations the consumers row ``row`` still has, taken out of
+    its group, and the consumer uncounted if it has any."""
+    of_class = (f"FROM allocations a WHERE a.consumer_id = {row}.uuid "
+                "AND a.resource_class_id = project_usages.resource_class_id")
+    return (f"UPDATE project_usages SET used = used - (SELECT COALESCE(SUM(a.used), 0) "
+            f"{of_class}), allocations = allocations - (SELECT COUNT(*) {of_class}) "
+            f"WHERE {_group_is(row)}; "
+            f"UPDATE project_consumers SET consumers = consumers - 1 WHERE {_group_is(row)} "
+            "AND EXISTS (SELECT 1 FROM consumer_allocations n "
+            f"WHERE n.consumer_id = {row}.uuid);")
+
+
+_PROJECT_TABLES = ("project_usages", "consumer_allocations", "project_consumers")
+
+
+def _project_usage_triggers(dialect: str) -> list[Trigger]:
+    """A project's usages, whoever writes allocations or consumers, in
+    whichever order. A consumer's count of allocation rows moves by one
+    per row (exact however a backend orders the row triggers of one
+    statement: PostgreSQL runs them after the statement), and its group's
+    consumer count moves when that count comes or goes."""
+    counted = _upsert(dialect, "project_consumers", _GROUP, ("consumers",),
+                      f"SELECT {_GROUP_OF_CONSUMER}, 1 "
+                      "FROM consumers c WHERE c.uuid = NEW.consumer_id")
+    uncounted = ("UPDATE project_consumers SET consumers = consumers - 1 "
+                 f"WHERE {_group_of('OLD.consumer_id')};")
+    made = [
+        Trigger("project_allocation_added", "INSERT", "allocations",
+                _allocation_added(dialect, "NEW")),
+        Trigger("project_allocation_removed", "DELETE", "allocations",
+                _allocation_removed("OLD")),
+        Trigger("project_allocation_changed", "UPDATE", "allocations",
+                _allocation_removed("OLD") + " " + _allocation_added(dialect, "NEW"),
+                ("consumer_id", "resource_class_id", "used")),
+        # a consumer's count comes (its first allocation row) or goes (at 0,
+        # before _allocation_removed deletes it; or deleted by an operator)
+        Trigger("consumer_counted", "INSERT", "consumer_allocations", counted,
+                when="NEW.allocations > 0"),
+        Trigger("consumer_count_rose", "UPDATE", "consumer_allocations", counted,
+                ("allocations",), when="OLD.allocations <= 0 AND NEW.allocations > 0"),
+        Trigger("consumer_count_fell", "UPDATE", "consumer_allocations", uncounted,
+                ("allocations",), when="OLD.allocations > 0 AND NEW.allocations <= 0"),
+        Trigger("consumer_uncounted", "DELETE", "consumer_allocations", uncounted,
+                when="OLD.allocations > 0"),
+        Trigger("project_consumer_added", "INSERT", "consumers",
+                _consumer_added(dialect, "NEW")),
+        Trigger("project_consumer_removed", "DELETE", "consumers", _consumer_removed("OLD")),
+        Trigger("project_consumer_changed", "UPDATE", "consumers",
+                _consumer_removed("OLD") + " " + _consumer_added(dialect, "NEW"),
+                ("uuid", "project_id", "user_id", "consumer_type_id")),
+    ]
+    return [dataclasses.replace(trigger, needs=_PROJECT_TABLES) for trigger in made]
+
+
+# What the project usages must be: per group and class, the sum of the
+# allocations and their number; per group, how many consumers have one.
+_PROJECT_SUMS = (f"SELECT {_GROUP_OF_CONSUMER}, a.resource_class_id, SUM(a.used), COUNT(*) "
+                 "FROM allocations a JOIN consumers c ON c.uuid = a.consumer_id "
+                 f"GROUP BY {_GROUP_OF_CONSUMER}, a.resource_class_id")
+_PROJECT_COUNTS = (f"SELECT {_GROUP_OF_CONSUMER}, COUNT(*) FROM consumers c "
+                   "WHERE EXISTS (SELECT 1 FROM allocations a WHERE a.consumer_id = c.uuid) "
+                   f"GROUP BY {_GROUP_OF_CONSUMER}")
+
+
+def project_usages_wrong(connection: sa.engine.Connection) -> bool:
+    """Are the project usages other than the allocations and consumers
+    make them (groups without allocations aside)?"""
+    return (_keyed(connection, _PROJECT_SUMS, 2) != _keyed(connection, (
+                "SELECT project_id, user_id, consumer_type_id, resource_class_id, used, "
+                "allocations FROM project_usages"), 2)
+            or _keyed(connection, _PROJECT_COUNTS, 1) != _keyed(connection, (
+                "SELECT project_id, user_id, consumer_type_id, consumers "
+                "FROM project_consumers"), 1))
+
+
+def _keyed(connection: sa.engine.Connection, query: str, values: int) -> dict[tuple, tuple]:
+    """The rows of ``query`` by their columns before the last ``values``,
+    those whose values are all 0 left out."""
+    return {tuple(row[:-values]): tuple(row[-values:])
+            for row in connection.exec_driver_sql(query) if any(row[-values:])}
+
+
+def recompute_project_usages(connection: sa.engine.Connection) -> None:
+    """Make the project usages again from the allocations and consumers,
+    in the caller's transaction, the triggers installed (they count the
+    consumers as their allocation counts are inserted)."""
+    for table in ("project_consumers", "consumer_allocations", "project_usages"):
+        connection.exec_driver_sql(f"DELETE FROM {table}")
+    connection.exec_driver_sql(
+        "INSERT INTO consumer_allocations (consumer_id, allocations) "
+        "SELECT consumer_id, COUNT(*) FROM allocations GROUP BY consumer_id")
+    connection.exec_driver_sql(
+        "INSERT INTO project_usages (project_id, user_id, consumer_type_id, "
+        f"resource_class_id, used, allocations) {_PROJECT_SUMS}")
+
+
 def triggers(dialect: str) -> list[Trigger]:
     """Every trigger, its statements in ``dialect``'s SQL."""
     result = [
@@ -205,6 +390,7 @@ def triggers(dialect: str) -> list[Trigger]:
                 f"WHERE shard = {RELOAD_SHARD};", ("name",)),
     ]
     result += _usage_triggers(dialect)
+    result += _project_usage_triggers(dialect)
     for table, (name, provider_column, columns) in _WATCHED.items():
         new, old = f"NEW.{provider_column}", f"OLD.{provider_column}"
         result += [
@@ -276,7 +462,10 @@ def install(connection: sa.engine.Connection) -> None:
     """(Re)create every trigger, in the caller's transaction."""
     drop(connection)
     render = _RENDER[connection.dialect.name]
+    present = set(sa.inspect(connection).get_table_names())
     for trigger in triggers(connection.dialect.name):
+        if not present.issuperset(trigger.needs):
+            continue
         for statement in render(trigger):
             connection.exec_driver_sql(statement)
 

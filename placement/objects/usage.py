@@ -18,10 +18,10 @@ ALL = "all"
 UNKNOWN = "unknown"
 CONSUMER_COUNT = "consumer_count"
 
-_alloc = tables.allocations
 _rp = tables.resource_providers
 _inv = tables.inventories
-_consumers = tables.consumers
+_sums = tables.project_usages
+_counts = tables.project_consumers
 _projects = tables.projects
 _users = tables.users
 _types = tables.consumer_types
@@ -65,47 +65,52 @@ _BY_TYPE, _ALL_TYPES, _UNKNOWN_TYPE, _ONE_TYPE = "by type", "all", "unknown", "o
 def _project_usages_statement(by_user: bool, types: str | None) -> sa.Executable:
     """Per group of consumers (their type's name; NULL when not grouped)
     the sum of each class, and (from 1.38) in rows without a class the
-    number of consumers of the group with allocations.
+    number of consumers of the group with allocations: read off the sums
+    the database keeps per project, user and consumer type (0: none), a
+    few rows of the project's, instead of every consumer of the project
+    joined to its allocations."""
+    def of_project(table: sa.Table) -> tuple[sa.FromClause, list]:
+        joined = table.join(_projects, _projects.c.id == table.c.project_id)
+        where = [_projects.c.external_id == sa.bindparam("project_id")]
+        if by_user:
+            joined = joined.join(_users, _users.c.id == table.c.user_id)
+            where.append(_users.c.external_id == sa.bindparam("user_id"))
+        if types == _UNKNOWN_TYPE:
+            where.append(table.c.consumer_type_id == 0)
+        elif types == _ONE_TYPE:
+            where.append(table.c.consumer_type_id == (
+                sa.select(_types.c.id).where(_types.c.name == sa.bindparam("consumer_type"))
+                .scalar_subquery()))
+        return joined, where
 
-    Both parts group by the consumers' type id, read off the consumers the
-    project's index finds and the allocations the consumer's covering index
-    holds; the names of the (few) groups are joined to the (few) sums
-    afterwards, not to every allocation."""
-    consumers = _consumers.join(_projects, _projects.c.id == _consumers.c.project_id)
-    where = [_projects.c.external_id == sa.bindparam("project_id")]
-    if by_user:
-        consumers = consumers.join(_users, _users.c.id == _consumers.c.user_id)
-        where.append(_users.c.external_id == sa.bindparam("user_id"))
-    allocated = _alloc.join(consumers, _consumers.c.uuid == _alloc.c.consumer_id)
+    sums_from, sums_where = of_project(_sums)
+    # rows whose allocations are gone stay, at 0: only classes with
+    # allocations appear
+    sums_where.append(_sums.c.allocations > 0)
     if types is None:
-        return (sa.select(sa.null().label("grp"), _alloc.c.resource_class_id,
-                          sa.func.sum(_alloc.c.used).label("used"))
-                .select_from(allocated).where(*where)
-                .group_by(_alloc.c.resource_class_id))
-    type_id: sa.ColumnElement = _consumers.c.consumer_type_id
-    if types == _ALL_TYPES:
-        type_id = sa.cast(sa.null(), sa.Integer)
-    elif types == _UNKNOWN_TYPE:
-        where.append(_consumers.c.consumer_type_id.is_(None))
-    elif types == _ONE_TYPE:
-        where.append(_consumers.c.consumer_type_id == (
-            sa.select(_types.c.id).where(_types.c.name == sa.bindparam("consumer_type"))
-            .scalar_subquery()))
-    grouped = [type_id] if types != _ALL_TYPES else []
-    sums = (sa.select(type_id.label("type_id"), _alloc.c.resource_class_id,
-                      sa.func.sum(_alloc.c.used).label("used"))
-            .select_from(allocated).where(*where)
-            .group_by(*grouped, _alloc.c.resource_class_id))
-    # The consumers with an allocation, counted without joining their
-    # allocations (a COUNT(DISTINCT) of the join costs twice as much).
-    counts = (sa.select(type_id.label("type_id"), sa.null(), sa.func.count())
-              .select_from(consumers)
-              .where(*where, sa.exists().where(_alloc.c.consumer_id == _consumers.c.uuid))
-              .group_by(*grouped))
+        return (sa.select(sa.null().label("grp"), _sums.c.resource_class_id,
+                          sa.func.sum(_sums.c.used).label("used"))
+                .select_from(sums_from).where(*sums_where)
+                .group_by(_sums.c.resource_class_id))
+    counts_from, counts_where = of_project(_counts)
+    counts_where.append(_counts.c.consumers > 0)
+    grouped = types != _ALL_TYPES
+    sum_type = _sums.c.consumer_type_id if grouped else sa.cast(sa.null(), sa.Integer)
+    count_type = _counts.c.consumer_type_id if grouped else sa.cast(sa.null(), sa.Integer)
+    sums = (sa.select(sum_type.label("type_id"), _sums.c.resource_class_id,
+                      sa.func.sum(_sums.c.used).label("used"))
+            .select_from(sums_from).where(*sums_where)
+            .group_by(*([sum_type] if grouped else []), _sums.c.resource_class_id))
+    # (ungrouped, over no row: one row of 0)
+    counts = (sa.select(count_type.label("type_id"), sa.null(),
+                        sa.func.coalesce(sa.func.sum(_counts.c.consumers), 0))
+              .select_from(counts_from).where(*counts_where)
+              .group_by(*([count_type] if grouped else [])))
     groups = sa.union_all(sums, counts).subquery("groups")
-    if types == _ALL_TYPES:
+    if not grouped:
         return sa.select(sa.literal(ALL).label("grp"), groups.c.resource_class_id,
                          groups.c.used)
+    # type 0 (none) joins no type: "unknown"
     return (sa.select(sa.func.coalesce(_types.c.name, UNKNOWN).label("grp"),
                       groups.c.resource_class_id, groups.c.used)
             .select_from(groups.outerjoin(_types, _types.c.id == groups.c.type_id)))
