@@ -205,10 +205,22 @@ def _upsert(dialect: str, table: str, keys: tuple[str, ...], sums: tuple[str, ..
 
 
 # A project's usages (tables.project_usages, consumer_allocations and
-# project_consumers), keyed by the project, user and type (0: none) of the
-# consumers: the columns, and their values for a consumers row ``c``.
-_GROUP = ("project_id", "user_id", "consumer_type_id")
-_GROUP_OF_CONSUMER = "c.project_id, c.user_id, COALESCE(c.consumer_type_id, 0)"
+# project_consumers) are keyed by the group of the consumers: their
+# project, user and type (0: none).
+def _group_values(row: str) -> list[tuple[str, str]]:
+    """The group's columns and their values for the consumers row ``row``
+    (NEW, OLD or an alias)."""
+    return [("project_id", f"{row}.project_id"), ("user_id", f"{row}.user_id"),
+            ("consumer_type_id", f"COALESCE({row}.consumer_type_id, 0)")]
+
+
+def _group_selected(row: str) -> str:
+    """The group of the consumers row ``row``, as a SELECT list."""
+    return ", ".join(value for _, value in _group_values(row))
+
+
+_GROUP = tuple(column for column, _ in _group_values("c"))
+_GROUP_OF_CONSUMER = _group_selected("c")
 
 
 def _group_of(consumer: str) -> str:
@@ -216,17 +228,14 @@ def _group_of(consumer: str) -> str:
     uuid is ``consumer`` (an expression): three scalar subqueries of the
     consumers' uuid index, so that the rows are found by their primary
     key on every backend. No row when that consumer row is missing."""
-    return " AND ".join(
-        f"{column} = (SELECT {value} FROM consumers c WHERE c.uuid = {consumer})"
-        for column, value in (("project_id", "c.project_id"), ("user_id", "c.user_id"),
-                              ("consumer_type_id", "COALESCE(c.consumer_type_id, 0)")))
+    return " AND ".join(f"{column} = (SELECT {value} FROM consumers c WHERE c.uuid = {consumer})"
+                        for column, value in _group_values("c"))
 
 
 def _group_is(row: str) -> str:
     """The condition naming the rows of the group of the consumers row
     ``row`` (NEW or OLD)."""
-    return (f"project_id = {row}.project_id AND user_id = {row}.user_id "
-            f"AND consumer_type_id = COALESCE({row}.consumer_type_id, 0)")
+    return " AND ".join(f"{column} = {value}" for column, value in _group_values(row))
 
 
 def _allocation_added(dialect: str, row: str) -> str:
@@ -259,14 +268,11 @@ def _consumer_added(dialect: str, row: str) -> str:
     group, and the consumer counted in it if it has any."""
     return (_upsert(dialect, "project_usages", _GROUP + ("resource_class_id",),
                     ("used", "allocations"),
-                    f"SELECT {row}.project_id, {row}.user_id, "
-                    f"COALESCE({row}.consumer_type_id, 0), a.resource_class_id, "
-                    f"SUM(a.used), COUNT(*) FROM allocations a WHERE a.consumer_id = {row}.uuid "
+                    f"SELECT {_group_selected(row)}, a.resource_class_id, SUM(a.used), "
+                    f"COUNT(*) FROM allocations a WHERE a.consumer_id = {row}.uuid "
                     "GROUP BY a.resource_class_id")
             + " " + _upsert(dialect, "project_consumers", _GROUP, ("consumers",),
-                            f"SELECT {row}.project_id, {row}.user_id, "
-                            f"COALESCE({row}.consumer_type_id, 0), 1 "
-                            "FROM consumer_allocations n "
+                            f"SELECT {_group_selected(row)}, 1 FROM consumer_allocations n "
                             f"WHERE n.consumer_id = {row}.uuid"))
 
 

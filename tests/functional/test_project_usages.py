@@ -79,7 +79,7 @@ def test_the_api_and_raw_sql_keep_the_project_usages(database):
                       api.call("GET", "/resource_providers")["resource_providers"]]
     project_ids = _ids(database, tables.projects, PROJECTS)
     user_ids = _ids(database, tables.users, USERS)
-    consumers: dict[str, int | None] = {}  # claimed through the API -> generation
+    consumers: set[str] = set()  # claimed through the API, with a consumer row
     for step in range(60):
         kind = rng.choice(["claim", "claim", "reclaim", "delete", "orphan rows", "consumer row",
                            "move consumer", "drop consumer row", "change rows",
@@ -87,7 +87,7 @@ def test_the_api_and_raw_sql_keep_the_project_usages(database):
         if kind == "claim" or (kind in ("reclaim", "delete") and not consumers):
             consumer = str(uuid.uuid4())
             _claim(api, consumer, rng.sample(provider_uuids, rng.randint(1, 2)), rng, None)
-            consumers[consumer] = None
+            consumers.add(consumer)
         elif kind == "reclaim":
             consumer = rng.choice(sorted(consumers))
             generation = api.call("GET", f"/allocations/{consumer}")["consumer_generation"]
@@ -96,7 +96,7 @@ def test_the_api_and_raw_sql_keep_the_project_usages(database):
         elif kind == "delete":
             consumer = rng.choice(sorted(consumers))
             api.call("DELETE", f"/allocations/{consumer}")
-            del consumers[consumer]
+            consumers.remove(consumer)
         elif kind == "orphan rows":
             # allocation rows before their consumer row, in one statement
             # (PostgreSQL runs each row's trigger after the statement)
@@ -119,7 +119,7 @@ def test_the_api_and_raw_sql_keep_the_project_usages(database):
             _sql(database, "DELETE FROM consumers WHERE id = (SELECT MAX(id) FROM consumers)"
                  if database.backend != "mysql" else
                  "DELETE FROM consumers ORDER BY id DESC LIMIT 1")
-            consumers = {consumer: generation for consumer, generation in consumers.items()
+            consumers = {consumer for consumer in consumers
                          if _has_consumer_row(database, consumer)}
         elif kind == "change rows":
             _sql(database, "UPDATE allocations SET used = used + 1 WHERE resource_class_id = 0")
@@ -141,7 +141,7 @@ def test_usages_answer_from_the_kept_sums(database):
     api, provider_ids = _setup(database)
     project_id, = _ids(database, tables.projects, ("project-raw",))
     user_id, = _ids(database, tables.users, ("user-raw",))
-    # two consumers written as raw rows, one of them without a type
+    # two consumers written as raw rows, without a type
     _sql(database, "INSERT INTO consumers (uuid, project_id, user_id, generation) "
          "VALUES ('raw-1', :project, :user, 0), ('raw-2', :project, :user, 0)",
          project=project_id, user=user_id)
