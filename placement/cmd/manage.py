@@ -81,6 +81,8 @@ AUDIT_TITLES = {
     "inconsistent_providers": "Providers whose root or parent is inconsistent",
     "usage_mismatches": "Inventories whose kept usage (inventories.used) is not the sum "
                         "of their allocations",
+    "project_usage_mismatches": "Project usages (kept for GET /usages) that are not what "
+                                "the allocations make them",
 }
 
 
@@ -114,7 +116,12 @@ def _print_repairs(repairs: audit.Repairs) -> None:
         print(f"Recomputed the usage of {usage.resource_class} on provider "
               f"{usage.provider_uuid}: {usage.was} -> {usage.now} (derived data: "
               "the sum of its allocations).")
-    if not (repairs.removed_consumers or repairs.recomputed_usages):
+    if repairs.recomputed_project_usages:
+        print(f"Recomputed the project usages: {repairs.recomputed_project_usages} "
+              "differed (derived data: the sums of the allocations by project, user, "
+              "consumer type and class).")
+    if not (repairs.removed_consumers or repairs.recomputed_usages
+            or repairs.recomputed_project_usages):
         print("Nothing to repair: --fix removes consumers without allocations and "
               "recomputes kept usages only.")
 
@@ -140,7 +147,8 @@ def audit_database(conf: cfg.ConfigOpts) -> int:
             document["repairs"] = {
                 "removed_consumers": repairs.removed_consumers,
                 "recomputed_usages": [audit.shown_fields(usage)
-                                      for usage in repairs.recomputed_usages]}
+                                      for usage in repairs.recomputed_usages],
+                "recomputed_project_usages": repairs.recomputed_project_usages}
         print(json.dumps(document, indent=2))
     else:
         _print_report(report)

@@ -41,6 +41,7 @@ the same thing. ``install`` replaces any older version of them.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
@@ -341,21 +342,48 @@ _PROJECT_COUNTS = (f"SELECT {_GROUP_OF_CONSUMER}, COUNT(*) FROM consumers c "
                    f"GROUP BY {_GROUP_OF_CONSUMER}")
 
 
+class ProjectUsageDifference(NamedTuple):
+    """A kept project usage that is not what the allocations make it."""
+
+    # (project id, user id, consumer type id (0: none)) and, for a sum, the
+    # resource class id: internal ids
+    key: tuple[int, ...]
+    # (used, allocations) of a sum, (consumers,) of a count; 0 where no
+    # row is
+    kept: tuple[int, ...]
+    actual: tuple[int, ...]
+
+
+def project_usage_differences(connection: sa.engine.Connection
+                              ) -> list[ProjectUsageDifference]:
+    """The project usages other than the allocations and consumers make
+    them (groups without allocations aside): the sums, then the counts of
+    consumers, each in key order."""
+    differences = []
+    for actual_query, kept_query, values in (
+            (_PROJECT_SUMS, "SELECT project_id, user_id, consumer_type_id, resource_class_id, "
+                            "used, allocations FROM project_usages", 2),
+            (_PROJECT_COUNTS, "SELECT project_id, user_id, consumer_type_id, consumers "
+                              "FROM project_consumers", 1)):
+        actual = _keyed(connection, actual_query, values)
+        kept = _keyed(connection, kept_query, values)
+        none = (0,) * values
+        differences += [ProjectUsageDifference(key, kept.get(key, none), actual.get(key, none))
+                        for key in sorted(actual.keys() | kept.keys())
+                        if kept.get(key, none) != actual.get(key, none)]
+    return differences
+
+
 def project_usages_wrong(connection: sa.engine.Connection) -> bool:
     """Are the project usages other than the allocations and consumers
-    make them (groups without allocations aside)?"""
-    return (_keyed(connection, _PROJECT_SUMS, 2) != _keyed(connection, (
-                "SELECT project_id, user_id, consumer_type_id, resource_class_id, used, "
-                "allocations FROM project_usages"), 2)
-            or _keyed(connection, _PROJECT_COUNTS, 1) != _keyed(connection, (
-                "SELECT project_id, user_id, consumer_type_id, consumers "
-                "FROM project_consumers"), 1))
+    make them?"""
+    return bool(project_usage_differences(connection))
 
 
 def _keyed(connection: sa.engine.Connection, query: str, values: int) -> dict[tuple, tuple]:
     """The rows of ``query`` by their columns before the last ``values``,
     those whose values are all 0 left out."""
-    return {tuple(row[:-values]): tuple(row[-values:])
+    return {tuple(row[:-values]): tuple(int(value) for value in row[-values:])
             for row in connection.exec_driver_sql(query) if any(row[-values:])}
 
 

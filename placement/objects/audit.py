@@ -14,11 +14,15 @@ The checks, all read in one snapshot:
   user (allocations written below microversion 1.8);
 - providers whose root or parent is inconsistent;
 - inventories whose ``used`` (the sum of their allocations, kept by the
-  allocation writes) is not that sum.
+  allocation writes) is not that sum;
+- project usages (the sums by project, user, consumer type and class, and
+  the counts of consumers, that ``GET /usages`` reads; kept by the
+  database's triggers) that are not what the allocations make them.
 
 ``repair`` removes the consumers without allocations and recomputes the
-kept usages (derived data), each in a transaction of its own that checks
-again that the repair still applies. It never touches an allocation.
+kept usages and project usages (derived data), each in a transaction of
+its own that checks again that the repair still applies. It never touches
+an allocation.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from placement.db import api as db_api
-from placement.db import tables
+from placement.db import tables, triggers
 from placement.objects.inventory import capacity
 
 _rp = tables.resource_providers
@@ -104,6 +108,16 @@ class UsageMismatch:
     resource_class_id: int = _internal()
 
 
+@dataclasses.dataclass(frozen=True)
+class ProjectUsageMismatch:
+    project_id: str | None
+    user_id: str | None
+    consumer_type: str | None
+    counted: str  # "used <class>", "allocations of <class>" or "consumers"
+    kept: int
+    actual: int
+
+
 def shown_fields(finding: object) -> dict[str, object]:
     """The fields of a finding a report shows, in order."""
     return {field.name: getattr(finding, field.name) for field in dataclasses.fields(finding)
@@ -120,6 +134,7 @@ class Report:
     incomplete_consumers: list[IncompleteConsumer]
     inconsistent_providers: list[InconsistentProvider]
     usage_mismatches: list[UsageMismatch]
+    project_usage_mismatches: list[ProjectUsageMismatch]
 
     def checks(self) -> dict[str, list]:
         """Check name -> its findings."""
@@ -260,6 +275,44 @@ def _inconsistent_providers(connection: sa.engine.Connection) -> list[Inconsiste
             for row in rows]
 
 
+def _project_usage_mismatches(connection: sa.engine.Connection
+                               ) -> list[ProjectUsageMismatch]:
+    """The project usages the triggers keep that are not what the
+    allocations make them, one finding per number that differs, with
+    the names of the ids."""
+    differences = triggers.project_usage_differences(connection)
+    if not differences:
+        return []
+    names = {table: _names(connection, table, column,
+                           {difference.key[position] for difference in differences})
+             for position, (table, column) in enumerate((
+                 (tables.projects, "external_id"), (tables.users, "external_id"),
+                 (tables.consumer_types, "name")))}
+    classes = _names(connection, _rc, "name",
+                     {difference.key[3] for difference in differences if len(difference.key) == 4})
+    findings = []
+    for difference in differences:
+        project_id, user_id, type_id = difference.key[:3]
+        counted = (["consumers"] if len(difference.key) == 3 else [
+            f"used {_class_name(classes.get(difference.key[3]), difference.key[3])}",
+            f"allocations of {_class_name(classes.get(difference.key[3]), difference.key[3])}"])
+        findings += [ProjectUsageMismatch(names[tables.projects].get(project_id),
+                                          names[tables.users].get(user_id),
+                                          names[tables.consumer_types].get(type_id),
+                                          what, kept, actual)
+                     for what, kept, actual in zip(counted, difference.kept, difference.actual,
+                                                   strict=True)
+                     if kept != actual]
+    return findings
+
+
+def _names(connection: sa.engine.Connection, table: sa.Table, column: str,
+           ids: set[int]) -> dict[int, str]:
+    """id -> ``column`` of the rows of ``table`` with these ids."""
+    return dict(connection.execute(sa.select(table.c.id, table.c[column])
+                                   .where(table.c.id.in_(sorted(ids)))).all())
+
+
 def run(db: db_api.Database, placeholder_project: str, placeholder_user: str) -> Report:
     """Every check, in one snapshot of the database. ``placeholder_*``:
     the configured incomplete consumer project and user ids."""
@@ -273,6 +326,7 @@ def run(db: db_api.Database, placeholder_project: str, placeholder_user: str) ->
                                                        placeholder_user),
             inconsistent_providers=_inconsistent_providers(connection),
             usage_mismatches=usage_mismatches,
+            project_usage_mismatches=_project_usage_mismatches(connection),
         )
 
 
@@ -290,6 +344,9 @@ class RecomputedUsage:
 class Repairs:
     removed_consumers: list[str]
     recomputed_usages: list[RecomputedUsage]
+    # how many of the project usages (triggers.ProjectUsageDifference)
+    # were made right
+    recomputed_project_usages: int = 0
 
 
 def _remove_if_still_empty(connection: sa.engine.Connection, consumer: EmptyConsumer) -> bool:
@@ -333,13 +390,29 @@ def _recompute_usage(connection: sa.engine.Connection, mismatch: UsageMismatch
     return RecomputedUsage(mismatch.provider_uuid, mismatch.resource_class, kept, actual)
 
 
+def _recompute_project_usages(connection: sa.engine.Connection) -> int:
+    """Make the project usages again if they still differ from what the
+    allocations make them; how many differed. Their rows are deleted and
+    written again in this transaction: a writer's trigger moving one of
+    them waits for it, then adds its own change to the recomputed sums,
+    which did not hold its uncommitted allocations (READ COMMITTED on the
+    servers, one writer at a time on SQLite)."""
+    differences = len(triggers.project_usage_differences(connection))
+    if differences:
+        triggers.recompute_project_usages(connection)
+    return differences
+
+
 def repair(db: db_api.Database, report: Report) -> Repairs:
-    """Remove the empty consumers and recompute the mismatched usages of
-    ``report``, each in its own transaction (retried on deadlocks and lost
-    connections); what was done. Allocations are never touched."""
+    """Remove the empty consumers and recompute the mismatched usages and
+    project usages of ``report``, each in its own transaction (retried on
+    deadlocks and lost connections); what was done. Allocations are never
+    touched."""
     removed = [consumer.consumer_uuid for consumer in report.empty_consumers
                if db_api.write(db, _remove_if_still_empty, consumer)]
     recomputed = [done for done in (db_api.write(db, _recompute_usage, mismatch)
                                     for mismatch in report.usage_mismatches)
                   if done is not None]
-    return Repairs(removed, recomputed)
+    project_usages = (db_api.write(db, _recompute_project_usages)
+                      if report.project_usage_mismatches else 0)
+    return Repairs(removed, recomputed, project_usages)

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from placement import conf as placement_conf
 from placement.cmd import manage
-from placement.db import tables
+from placement.db import tables, triggers
 from placement.objects import audit
 from tests.fixtures.base import build_app
 from tests.fixtures.provider_api import PROJECT, ProviderApi, in_process
@@ -232,7 +232,9 @@ def test_fix_removes_empty_consumers_recomputes_usages_and_leaves_allocations(
     assert report["repairs"] == {
         "removed_consumers": [emptied],
         "recomputed_usages": [{"provider_uuid": provider, "resource_class": "VCPU",
-                               "was": 8, "now": 7}]}
+                               "was": 8, "now": 7}],
+        # the triggers kept them through the SQL above
+        "recomputed_project_usages": 0}
     assert rows(database, _alloc) == allocations_before
     with database.db.reader() as connection:
         remaining = set(connection.scalars(sa.select(_consumer.c.uuid)))
@@ -302,3 +304,56 @@ def test_table_output_names_every_finding(api, database, capsys):
                         "their allocations: 1")
     assert lines[1].split() == ["provider_uuid", "resource_class", "kept", "actual"]
     assert lines[3].split() == [provider, "VCPU", "1", "3"]
+
+
+def test_project_usages_changed_behind_the_api_are_found_and_made_again(
+        api, database, capsys):
+    """The sums GET /usages reads, kept by the triggers, written by SQL
+    that bypasses them (a restored dump, a hand-made fix): each number
+    that differs is a finding; --fix makes them again and touches no
+    allocation."""
+    provider = api.provider("cn1", VCPU=8, MEMORY_MB=4096)
+    claim(api, str(uuid.uuid4()), {provider: {"VCPU": 2, "MEMORY_MB": 512}})
+    claim(api, str(uuid.uuid4()), {provider: {"VCPU": 1}})
+    project_usages = sa.table("project_usages", sa.column("resource_class_id"),
+                              sa.column("used"), sa.column("allocations"))
+    behind_the_api(
+        database,
+        sa.update(project_usages)
+        .where(project_usages.c.resource_class_id == class_id(database, "VCPU"))
+        .values(used=7),
+        sa.delete(sa.table("project_consumers")))
+    code, report = run_audit(capsys)
+    assert code == 1
+    owner = {"project_id": PROJECT["project_id"], "user_id": PROJECT["user_id"],
+             "consumer_type": "INSTANCE"}
+    assert report["findings"]["project_usage_mismatches"] == [
+        {**owner, "counted": "used VCPU", "kept": 7, "actual": 3},
+        {**owner, "counted": "consumers", "kept": 0, "actual": 2}]
+    assert {check for check, found in report["findings"].items() if found} == {
+        "project_usage_mismatches"}
+    allocations_before = rows(database, _alloc)
+    code, report = run_audit(capsys, "--fix")
+    assert report["repairs"]["recomputed_project_usages"] == 2
+    assert rows(database, _alloc) == allocations_before
+    assert run_audit(capsys) == (0, {"clean": True, "findings": {
+        check: [] for check in manage.AUDIT_TITLES}})
+    assert api.call("GET", f"/usages?project_id={PROJECT['project_id']}",
+                    version="placement 1.38")["usages"] == {
+        "INSTANCE": {"consumer_count": 2, "VCPU": 3, "MEMORY_MB": 512}}
+    capsys.readouterr()
+    assert manage.main(["audit", "--fix"]) == 0
+    assert "Recomputed the project usages" not in capsys.readouterr().out
+
+
+def test_project_usages_already_right_are_not_written_again(api, database):
+    """A repair finds the project usages right again (a db sync made them
+    since the audit): it writes nothing."""
+    provider = api.provider("cn1", VCPU=8)
+    claim(api, str(uuid.uuid4()), {provider: {"VCPU": 2}})
+    behind_the_api(database, sa.delete(sa.table("project_consumers")))
+    report = audit.run(database.db, PLACEHOLDER, PLACEHOLDER)
+    assert len(report.project_usage_mismatches) == 1
+    with database.db.engine.begin() as connection:
+        triggers.recompute_project_usages(connection)
+    assert audit.repair(database.db, report).recomputed_project_usages == 0
