@@ -6,6 +6,7 @@ the first batches of trees kept between requests of one set of classes
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from placement.candidates.memo import Key
@@ -14,8 +15,8 @@ from placement.candidates.usage_mirror import Usages
 
 
 class BatchKey(Key["KeptBatch | bool"]):
-    """What a first batch of trees was loaded into, for requests of one
-    set of classes (True: only seen once, see
+    """What is kept of a first batch of trees, for requests of one set of
+    classes (True: only seen once, see
     KeptStore.keep_once_asked_before)."""
     # record_key: tree_view.SearchRecordKey (the requested classes)
     # members_key: tree_view.MembersKey (whole trees or not)
@@ -38,25 +39,20 @@ class TreeMembers(NamedTuple):
 
 
 class KeptBatch:
-    """The members, usages and search records of a first batch of trees:
-    they hold while no provider changed (the copy's serial) and the
-    usages of its providers are those of ``usages`` (the snapshot it was
-    loaded from). ``capacities``: what ``RootCapacities`` found of its
-    roots, by class name."""
+    """A first batch of trees, the providers of its trees and the
+    snapshot of usages it was loaded from (``usages``): it holds while no
+    provider changed (the copy's serial) and the usages of its providers
+    are those of ``usages``. ``capacities``: what ``RootCapacities`` found
+    of its roots, by class name."""
 
-    __slots__ = ("serial", "batch", "usages", "records", "provider_ids", "members",
-                 "all_usages", "capacities")
+    __slots__ = ("serial", "batch", "usages", "provider_ids", "capacities")
 
     def __init__(self, serial: int, batch: list[int], usages: Usages,
-                 records: dict[int, Provider],
-                 members: dict[int, list[Provider]], all_usages: dict[int, tuple[int, ...]]):
+                 provider_ids: frozenset[int]):
         self.serial = serial
         self.batch = batch
         self.usages = usages
-        self.records = records
-        self.provider_ids = frozenset(records)
-        self.members = members
-        self.all_usages = all_usages
+        self.provider_ids = provider_ids
         self.capacities: dict[str, RootCapacities | None] = {}
 
 
@@ -76,7 +72,7 @@ class RootCapacities:
         self.max_amount = max_amount
 
     @classmethod
-    def of(cls, batch: list[int], records: dict[int, Provider], class_name: str
+    def of(cls, batch: list[int], records: Mapping[int, Provider], class_name: str
            ) -> RootCapacities | None:
         """Those of the roots of ``batch``; None when some root's unit
         rules are not so simple."""

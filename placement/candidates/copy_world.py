@@ -1,9 +1,9 @@
 """``CopyWorld``: the part of the provider copy one search needs, as
-``Provider`` records with this request's usages, taken as the search goes
-(the trees of the anchors in batches, each just before it is searched)
-from the view of the request's classes (``tree_view``), with what requests
-keep of it for later ones: the views and first batches of trees in the
-kept store, search records and members in the providers' memos."""
+``Provider`` records with this request's usages, read as the search goes
+(the trees of the anchors in batches) from the view of the request's
+classes (``tree_view``), with what requests keep of it for later ones: the
+views and first batches of trees in the kept store, search records and
+members in the providers' memos."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from placement.candidates.kept import BATCH_BYTES, VIEW_BYTES, kept_bytes
 from placement.candidates.memo import Key
 from placement.candidates.model import Provider, RequestGroup, SearchOptions
 from placement.candidates.provider_copy import ProviderCopy, random_order
-from placement.candidates.tree_view import Lazy, TreeView
+from placement.candidates.tree_view import TreeView
 from placement.candidates.usage_mirror import Usages
 from placement.candidates.world import World
 
@@ -53,10 +53,12 @@ def _restricted(usage: tuple[tuple[int, int], ...], class_ids: frozenset[int] | 
 
 class CopyWorld(World):
     """The part of the provider copy the search needs, as ``Provider``
-    records with this request's usages, made as the search goes: the trees
-    of the anchors (roots) in batches of growing size, each batch just
-    before its anchors are searched, with the sharing providers serving
-    them. With a limit, the search usually stops long before the last batch.
+    records with this request's usages: the trees of the anchors (roots)
+    in batches of growing size, with the sharing providers serving them.
+    With a limit, the search usually stops long before the last batch.
+    Its records and members are those of the view of the request's
+    classes, which is at the request's usages: the world reads them there
+    (made when first asked), and records which trees it read.
 
     The anchors are the trees that have an inventory of a requested class
     or a sharing provider with one serving them, narrowed to the trees a
@@ -82,22 +84,23 @@ class CopyWorld(World):
             uuid: copy.providers[copy.ids_by_uuid[uuid]].root_id
             for uuid in {group.in_tree for group in groups if group.in_tree is not None}
             if uuid in copy.ids_by_uuid}
-        # The records and members of the trees of each batch are taken from
-        # the view as the search reaches it; any other when first asked for.
-        super().__init__(Lazy(self._new_record), copy.sharing, copy.has_nesting,
-                         tree_roots_by_uuid, Lazy(self._new_members))
+        super().__init__(self._view.records, copy.sharing, copy.has_nesting,
+                         tree_roots_by_uuid, self._view.members)
         # What a whole answer depends on besides the providers, their usages
         # and the limits: the request, and facts of the whole database.
         self.shape = (_request_key(groups, options), self.has_nesting,
                       self.spread_unsuffixed, tuple(sorted(tree_roots_by_uuid.items())))
-        # every usage read so far
-        self.reads: list[UsageRead] = []
-        self._loaded: set[int] = set()  # the providers of the trees loaded
+        # every usage read so far, but those of the batches in ``_unread``
+        self._reads: list[UsageRead] = []
+        # the batches searched whose providers' reads are not yet in
+        # ``_reads`` (made when asked: only a kept answer needs them)
+        self._unread: list[list[int]] = []
         # the usages of the requested classes of every provider, once asked
         self._every_usage: dict[tuple[int, int], int] | None = None
-        # TreeView.all_usages, of the providers whose usages were read
-        self.all_usages: dict[int, tuple[int, ...]] = {}
-        # the batch taken whole from a kept one, and that one
+        # the usages of every class of the providers whose records hold
+        # every class (TreeView.all_usages): summaries are made from them
+        self.all_usages = self._view.all_usages
+        # the first batch when it is a kept one, and that one
         self._reused: tuple[list[int], KeptBatch] | None = None
         self._searched = self._searched_anchors(groups, options, class_ids, tree_roots_by_uuid)
 
@@ -148,30 +151,26 @@ class CopyWorld(World):
                                           for doubling in itertools.count()))
         remaining = len(anchor_ids)
         order = random_order(anchor_ids) if randomize else iter(anchor_ids)
-        for size in sizes:
+        for number, size in enumerate(sizes):
             if not remaining:
                 return
             if 3 * size >= 2 * remaining:
                 size = remaining  # two batches would read more usages than one
             batch = list(itertools.islice(order, size))
-            self._add_trees(batch)
+            if number or not self._take_kept(batch):
+                self._unread.append(batch)
             yield batch
             remaining -= len(batch)
 
-    def _add_trees(self, batch: list[int]) -> None:
-        """The members of the trees of ``batch``, their usages and their
-        search records (made here at once: the search asks for nearly all
-        of them, and one by one through the lazy dicts costs more).
-
-        A request's first batch is often the first batch of the requests
-        before it (the same classes without filters: every flavor of a
-        cloud): once seen twice, what it was loaded into is kept and taken
-        again at once while no provider changed, and where none of its
-        providers' usages moved since (a claim elsewhere in the cloud
-        changes neither)."""
-        if self._loaded:
-            self._load_trees(batch)
-            return
+    def _take_kept(self, batch: list[int]) -> bool:
+        """Take what is kept of ``batch``, a request's first batch, if it
+        holds (its read recorded at once): was it? Most requests of a set
+        of classes have the same first batch (every flavor of a cloud
+        without filters). Once seen twice, it is kept with the providers
+        of its trees and the room left in its roots (``roots_fitting``),
+        and taken again while no provider changed (the copy's serial) and
+        none of its providers' usages moved since (a claim elsewhere in
+        the cloud changes neither)."""
         store = self._copy.kept
         view = self._view
         key = BatchKey(view.record_key, view.members_key, tuple(batch))
@@ -180,57 +179,40 @@ class CopyWorld(World):
                 and (kept.usages is self._usages
                      or kept.provider_ids.isdisjoint(self._usages.changed_since(kept.usages)))):
             self._read(kept.provider_ids)
-            self._loaded.update(kept.provider_ids)
-            self.all_usages.update(kept.all_usages)
-            self.providers.update(kept.records)
-            self.members.update(kept.members)
             self._reused = (batch, kept)
-            return
-        # a batch whose providers' usages moved is loaded again from the
-        # view (which follows this request's usages), and kept again
-        self._load_trees(batch)
-        store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch),
-                                     kept_bytes(0))
-
-    def _load_trees(self, batch: list[int]) -> None:
-        """_add_trees from the view, at C speed (``map``: a request loads a
-        thousand trees or more): the records and members of the trees, and
-        a read of the usages of their providers (what a kept answer is
-        checked by)."""
-        view = self._view
-        trees = list(map(view.member_ids.__getitem__, batch))
-        # one set made (a batch holds a thousand trees or more), the
-        # serving sets (shared by many trees) taken once each
-        new = frozenset(itertools.chain(itertools.chain.from_iterable(map(_OWN, trees)),
-                                        *set(map(_SERVING, trees))))
-        if self._loaded:
-            new = new.difference(self._loaded)
-        self._read(new)
-        self._loaded.update(new)
-        self.providers.update(zip(new, map(view.records.__getitem__, new), strict=True))
-        with_all_usages = view.all_usages.keys() & new
-        self.all_usages.update(zip(with_all_usages,
-                                   map(view.all_usages.__getitem__, with_all_usages),
-                                   strict=True))
-        self.members.update(zip(batch, map(view.members.__getitem__, batch), strict=True))
+            return True
+        store.keep_once_asked_before(key, kept, lambda: self._kept_batch(batch), kept_bytes(0))
+        return False
 
     def _kept_batch(self, batch: list[int]) -> tuple[KeptBatch, int]:
-        """What to keep of ``batch``, the first batch of this request, once
-        loaded (every provider loaded so far is one of its trees'), and its
-        size."""
-        provider_ids = self._loaded
-        return (KeptBatch(
-            self._copy.serial, batch, self._usages,
-            dict(zip(provider_ids, map(self.providers.__getitem__, provider_ids), strict=True)),
-            dict(zip(batch, map(self.members.__getitem__, batch), strict=True)),
-            dict(self.all_usages)),
-            kept_bytes(len(provider_ids)) + BATCH_BYTES * len(provider_ids))
+        """What to keep of ``batch``, the first batch of this request, and
+        its size."""
+        provider_ids = self._providers_of(batch)
+        return (KeptBatch(self._copy.serial, batch, self._usages, provider_ids),
+                kept_bytes(len(provider_ids)) + BATCH_BYTES * len(batch))
+
+    def _providers_of(self, batch: list[int]) -> frozenset[int]:
+        """The providers of the trees of ``batch`` (their members), at C
+        speed (``map``: a batch holds a thousand trees or more); the
+        serving sets, shared by many trees, taken once each."""
+        trees = list(map(self._view.member_ids.__getitem__, batch))
+        return frozenset(itertools.chain(itertools.chain.from_iterable(map(_OWN, trees)),
+                                         *set(map(_SERVING, trees))))
+
+    @property
+    def reads(self) -> list[UsageRead]:
+        """Every usage read so far: which providers and classes (None:
+        any), from which snapshot (what a kept answer is checked by)."""
+        for batch in self._unread:
+            self._read(self._providers_of(batch))
+        self._unread = []
+        return self._reads
 
     def _read(self, provider_ids: frozenset[int] | None,
               class_ids: frozenset[int] | None = None) -> None:
         """Record that the usages of these providers and classes (None: of
         every one) were read from this request's snapshot (``reads``)."""
-        self.reads.append((provider_ids, class_ids, self._usages))
+        self._reads.append((provider_ids, class_ids, self._usages))
 
     def reads_again(self, reads: list[UsageRead]) -> bool:
         """Do ``reads`` (another request's) give the same usages from this
@@ -311,17 +293,6 @@ class CopyWorld(World):
             return None
         return len(tree.own), tree.serving, self._view.serving_records(tree.serving)
 
-    def _new_members(self, root_id: int) -> list[Provider]:
-        # a tree the search did not visit (an explanation asks): its
-        # members' usages are read with every other's
-        self.every_usage()
-        return self._view.members[root_id]
-
-    def _new_record(self, provider_id: int) -> Provider:
-        # a provider in no tree searched (an ancestor without a requested
-        # class, or one an explanation asks for)
-        return self._view.records[provider_id]
-
     def roots_passing(self, roots: set[int], group: RequestGroup,
                       passes: Callable[[Provider, Provider], bool]) -> set[int]:
         # From the copy's indexes of traits and aggregates, whose records
@@ -344,7 +315,7 @@ class CopyWorld(World):
         fitting: set[int] | None = None
         for class_name, amount in amounts:
             if class_name not in kept.capacities:
-                kept.capacities[class_name] = RootCapacities.of(kept.batch, kept.records,
+                kept.capacities[class_name] = RootCapacities.of(kept.batch, self.providers,
                                                                  class_name)
             capacities = kept.capacities[class_name]
             with_room = None if capacities is None else capacities.with_room(amount)

@@ -230,14 +230,9 @@ def _serving_parts(world: World, plan: GroupSearch, anchor: int
     given = plan.spread_serving.get(serving_ids)
     if given is None:
         root = world.providers[anchor]
-        passes, foreign = plan.spread_passes, plan.spread_foreign
         options: list[list[int]] = [[] for _ in plan.resources]
-        for provider in serving:
-            gives = foreign.get(provider.id)
-            if gives is None:
-                gives = foreign[provider.id] = (
-                    _classes_given(plan, provider) if passes(provider, root) else ())
-            for index in gives:
+        for provider in serving:  # each of another tree
+            for index in _classes_able(plan, provider, anchor, root):
                 options[index].append(provider.id)
         given = plan.spread_serving[serving_ids] = (
             options, frozenset().union(*(provider.traits for provider in serving)))
@@ -251,33 +246,40 @@ def _spread_options(world: World, plan: GroupSearch, anchor: int) -> list[list[i
     options = plan.spread_options.get(anchor)
     if options is None:
         root = world.providers[anchor]
-        passes, able, foreign = plan.spread_passes, plan.spread_able, plan.spread_foreign
-        # a sharing provider passes at every tree it serves or at none,
-        # unless a check looks at the root: asked once then
-        foreign_once = not plan.spread.foreign_sees_root
         members = world.members[anchor]
         parts = _serving_parts(world, plan, anchor)
         if parts is not None:
             members = members[:parts[0]]
         options = [[] for _ in plan.resources]
         for provider in members:
-            if foreign_once and provider.root_id != anchor:
-                gives = foreign.get(provider.id)
-                if gives is None:
-                    gives = foreign[provider.id] = (
-                        _classes_given(plan, provider) if passes(provider, root) else ())
-            elif passes(provider, root):
-                gives = able.get(provider.id)
-                if gives is None:
-                    gives = able[provider.id] = _classes_given(plan, provider)
-            else:
-                continue
-            for index in gives:
+            for index in _classes_able(plan, provider, anchor, root):
                 options[index].append(provider.id)
         if parts is not None:
             options = [own + serving for own, serving in zip(options, parts[1][0], strict=True)]
         plan.spread_options[anchor] = options
     return options
+
+
+def _classes_able(plan: GroupSearch, provider: Provider, anchor: int, root: Provider
+                  ) -> tuple[int, ...]:
+    """The indexes in ``plan.resources`` of the classes a member of
+    ``anchor`` can give the spread: none unless it passes the checks that
+    do not depend on the class; those it has room for. What a provider
+    can give is kept for the request (the same at every anchor it
+    serves); whether it passes, for a sharing provider serving other
+    trees, too, unless a check looks at the root."""
+    if provider.root_id != anchor and not plan.spread.foreign_sees_root:
+        gives = plan.spread_foreign.get(provider.id)
+        if gives is None:
+            gives = plan.spread_foreign[provider.id] = (
+                _classes_given(plan, provider) if plan.spread_passes(provider, root) else ())
+        return gives
+    if not plan.spread_passes(provider, root):
+        return ()
+    gives = plan.spread_able.get(provider.id)
+    if gives is None:
+        gives = plan.spread_able[provider.id] = _classes_given(plan, provider)
+    return gives
 
 
 def _classes_given(plan: GroupSearch, provider: Provider) -> tuple[int, ...]:
@@ -297,11 +299,25 @@ def _classes_given(plan: GroupSearch, provider: Provider) -> tuple[int, ...]:
 def _first_spread_choice(world: World, plan: GroupSearch, anchor: int
                          ) -> tuple[int, ...] | None:
     """The first combination of the spread: the first member able to give
-    each class; None when some class has none."""
-    options = _spread_options(world, plan, anchor)
-    if not all(options):
-        return None
-    return tuple([option[0] for option in options])
+    each class (the first option of each class, ``_spread_options``);
+    None when some class has none. Found by looking at the members in
+    order until each class has one, without making every class's options
+    (a tree's first result is all the first turn asks of most trees: a
+    nested compute gives every class from its root and first child)."""
+    options = plan.spread_options.get(anchor)
+    if options is not None:
+        return tuple([option[0] for option in options]) if all(options) else None
+    root = world.providers[anchor]
+    choice: list[int | None] = [None] * len(plan.resources)
+    missing = len(choice)
+    for provider in world.members[anchor]:
+        for index in _classes_able(plan, provider, anchor, root):
+            if choice[index] is None:
+                choice[index] = provider.id
+                missing -= 1
+        if not missing:
+            return tuple(choice)  # type: ignore[arg-type]
+    return None
 
 
 def _spread_stream(world: World, plan: GroupSearch, anchor: int) -> Iterator[GroupCandidate]:

@@ -137,8 +137,9 @@ LISTED_BYTES = 300
 # test): a search record (three inventories), a tree's members (and each
 # member), a summary with its JSON.
 RECORD_BYTES = 400
-# per provider of a kept batch (its entries in the batch's dicts)
-BATCH_BYTES = 300
+# per root of a kept batch: its room in the capacities of each class asked
+# (two list entries and an int, for a few classes)
+BATCH_BYTES = 150
 # per provider of a tree view (its entries in the view's dicts, its tree's
 # member list and its room)
 VIEW_BYTES = 520

@@ -147,8 +147,8 @@ def test_kept_answers_are_the_answers_of_a_process_keeping_nothing(apps):
 
 def test_new_flavors_are_answered_as_by_a_process_keeping_nothing(apps, monkeypatch):
     """Every request a new flavor of the same classes: the first batch of
-    trees is kept (its members, usages and records) and the room left in
-    its roots answers which fit, while claims and changes go on."""
+    trees is kept (the providers of its trees) and the room left in its
+    roots answers which fit, while claims and changes go on."""
     answered_from_room = []
     with_room = batches.RootCapacities.with_room
     monkeypatch.setattr(batches.RootCapacities, "with_room", lambda self, amount: (
