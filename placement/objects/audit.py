@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables, triggers
+from placement.objects import resource_class
 from placement.objects.inventory import capacity
 
 _rp = tables.resource_providers
@@ -283,23 +284,21 @@ def _project_usage_mismatches(connection: sa.engine.Connection
     differences = triggers.project_usage_differences(connection)
     if not differences:
         return []
-    names = {table: _names(connection, table, column,
-                           {difference.key[position] for difference in differences})
-             for position, (table, column) in enumerate((
-                 (tables.projects, "external_id"), (tables.users, "external_id"),
-                 (tables.consumer_types, "name")))}
-    classes = _names(connection, _rc, "name",
-                     {difference.key[3] for difference in differences if len(difference.key) == 4})
+    keys = [difference.key for difference in differences]
+    projects = _names(connection, _project, "external_id", {key[0] for key in keys})
+    users = _names(connection, _user, "external_id", {key[1] for key in keys})
+    types = _names(connection, tables.consumer_types, "name", {key[2] for key in keys})
+    classes = resource_class.names_from_ids(connection, {key[3] for key in keys if len(key) == 4})
     findings = []
     for difference in differences:
-        project_id, user_id, type_id = difference.key[:3]
-        counted = (["consumers"] if len(difference.key) == 3 else [
-            f"used {_class_name(classes.get(difference.key[3]), difference.key[3])}",
-            f"allocations of {_class_name(classes.get(difference.key[3]), difference.key[3])}"])
-        findings += [ProjectUsageMismatch(names[tables.projects].get(project_id),
-                                          names[tables.users].get(user_id),
-                                          names[tables.consumer_types].get(type_id),
-                                          what, kept, actual)
+        project_id, user_id, type_id, *class_id = difference.key
+        if class_id:
+            class_name = _class_name(classes.get(class_id[0]), class_id[0])
+            counted = [f"used {class_name}", f"allocations of {class_name}"]
+        else:
+            counted = ["consumers"]
+        findings += [ProjectUsageMismatch(projects.get(project_id), users.get(user_id),
+                                          types.get(type_id), what, kept, actual)
                      for what, kept, actual in zip(counted, difference.kept, difference.actual,
                                                    strict=True)
                      if kept != actual]
